@@ -1,0 +1,37 @@
+"""ragwatch's exception tree.
+
+Every error ragwatch raises on purpose derives from one root, so callers can catch them all::
+
+    RagwatchError
+    ├── ConfigError        bad settings, caught at start-up (never at request time)
+    └── CaptureError       a value from the host could not be understood (a chunk, an LLM response)
+        ├── ChunkError
+        └── ResponseError
+
+Capture errors never reach the host application: the wrappers count and log them (fail open). They exist
+so the pure helpers (normalisation, pricing) can say precisely what went wrong to tests and to the logs.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CaptureError", "ChunkError", "ConfigError", "RagwatchError", "ResponseError"]
+
+
+class RagwatchError(Exception):
+    """Root of every error ragwatch raises on purpose."""
+
+
+class ConfigError(RagwatchError, ValueError):
+    """Settings that cannot work; raised at configuration time with a message naming the setting."""
+
+
+class CaptureError(RagwatchError):
+    """A value handed to ragwatch by the host could not be interpreted."""
+
+
+class ChunkError(CaptureError, TypeError):
+    """A retrieved item is of a shape ragwatch cannot read as a chunk."""
+
+
+class ResponseError(CaptureError, TypeError):
+    """An LLM response or stream event is of a shape ragwatch cannot read."""

@@ -1,0 +1,127 @@
+"""Decorator machinery: one wrapper per kind of callable, chosen once at decoration time.
+
+The host's own call is never inside a ``try`` of ours that could change its outcome: its return value
+and its exceptions pass through untouched (a stream result comes back wrapped in a transparent proxy).
+Our bookkeeping runs before and after, in sections guarded by the :class:`~ragwatch.stages.Call` object.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .guard import Guard
+from .run import _SUPPRESS
+from .stages import Call
+from .streams import AsyncStream, SyncStream
+
+__all__ = ["Begin", "instrument"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+#: Creates the call object from the host function's arguments.
+Begin = Callable[[tuple, dict], Call]
+
+
+def _open(begin: Begin, args: tuple, kwargs: dict, guard: Guard, activate: bool) -> Call | None:
+    if _SUPPRESS.get():
+        return None
+    try:
+        call = begin(args, kwargs)
+        if activate:
+            call.activate()
+        return call
+    except Exception as exc:
+        guard.failed("capture", exc)
+        return None
+
+
+def instrument(fn: F, begin: Begin, guard: Guard) -> F:
+    """Wrap ``fn`` so each call runs inside a call object made by ``begin``."""
+    if inspect.isasyncgenfunction(fn):
+        wrapper: Any = _async_gen_wrapper(fn, begin, guard)
+    elif inspect.isgeneratorfunction(fn):
+        wrapper = _gen_wrapper(fn, begin, guard)
+    elif inspect.iscoroutinefunction(fn):
+        wrapper = _async_wrapper(fn, begin, guard)
+    else:
+        wrapper = _sync_wrapper(fn, begin, guard)
+    return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
+
+
+def _sync_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = _open(begin, args, kwargs, guard, True)
+        if call is None:
+            return fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            call.deactivate()
+            call.fail(exc)
+            raise
+        call.deactivate()
+        return call.done(result)
+
+    return wrapper
+
+
+def _async_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callable[..., Any]:
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = _open(begin, args, kwargs, guard, True)
+        if call is None:
+            return await fn(*args, **kwargs)
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            call.deactivate()
+            call.fail(exc)
+            raise
+        call.deactivate()
+        return call.done(result)
+
+    return wrapper
+
+
+def _gen_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = _open(begin, args, kwargs, guard, False)
+        if call is None:
+            return (yield from fn(*args, **kwargs))
+        try:
+            gen = fn(*args, **kwargs)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        # `yield from` forwards send/throw/close to the proxy, which forwards them to the generator.
+        return (yield from SyncStream(gen, call))
+
+    return wrapper
+
+
+def _async_gen_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callable[..., Any]:
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = _open(begin, args, kwargs, guard, False)
+        if call is None:
+            async for item in fn(*args, **kwargs):
+                yield item
+            return
+        try:
+            agen = fn(*args, **kwargs)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        proxy = AsyncStream(agen, call)
+        try:
+            async for item in proxy:
+                yield item
+        except GeneratorExit:
+            await proxy.aclose()
+            raise
+        except BaseException as exc:  # thrown in by the consumer (athrow)
+            call.finish(None, exc)
+            await agen.aclose()
+            raise
+
+    return wrapper

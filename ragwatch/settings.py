@@ -1,0 +1,159 @@
+"""One settings object for the whole of ragwatch.
+
+Precedence, highest first: arguments given in code, ``RAGWATCH_*`` environment variables, the YAML file
+named by ``RAGWATCH_CONFIG_FILE`` (or passed as ``config_file=``), then defaults. Everything is validated
+when the object is built, so a typo fails the service at start-up with the setting's name in the message
+instead of silently at 3 a.m.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from .errors import ConfigError
+
+__all__ = ["DEFAULT_LATENCY_BUCKETS", "PriceSetting", "Settings", "load_settings"]
+
+#: Seconds. RAG stages span a cache hit (milliseconds) to a slow LLM (tens of seconds).
+DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+CONFIG_FILE_ENV = "RAGWATCH_CONFIG_FILE"
+
+
+class PriceSetting(BaseModel):
+    """USD per one million tokens for one model; overrides the shipped table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+
+
+class Settings(BaseSettings):
+    """Every knob of ragwatch. Environment names are ``RAGWATCH_`` + the field name in upper case."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAGWATCH_",
+        extra="forbid",
+        validate_default=True,
+        env_nested_delimiter="__",
+    )
+
+    service: str = Field(
+        default="default",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="Name of the watched service; the `service` label on every metric.",
+    )
+    tracing: bool = Field(default=True, description="Open OpenTelemetry spans for each stage.")
+    metrics: bool = Field(default=True, description="Record Prometheus metrics for each stage.")
+    capture_chunk_text: bool = Field(
+        default=False,
+        description="Put retrieved chunk text on spans (off: ids and scores only, text may be private).",
+    )
+    max_span_chunks: int = Field(default=20, ge=0, le=1000, description="Chunks described on a span.")
+    latency_buckets: tuple[float, ...] = Field(
+        default=DEFAULT_LATENCY_BUCKETS, description="Histogram buckets (seconds) for stage latency and TTFT."
+    )
+    pricing: dict[str, PriceSetting] = Field(
+        default_factory=dict, description="Per-model price overrides, USD per 1M tokens."
+    )
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65535, description="Start a standalone /metrics HTTP server on this port."
+    )
+    metrics_addr: str = Field(default="0.0.0.0", description="Address of the standalone /metrics server.")
+    log_every_seconds: float = Field(
+        default=60.0, gt=0, description="At most one log line per kind of internal error in this period."
+    )
+
+    @field_validator("latency_buckets")
+    @classmethod
+    def _buckets_increase(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value:
+            raise ValueError("needs at least one bucket")
+        if any(not math.isfinite(b) or b <= 0 for b in value):
+            raise ValueError("buckets must be positive finite numbers of seconds")
+        if any(b >= c for b, c in itertools.pairwise(value)):
+            raise ValueError("buckets must be strictly increasing")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = os.environ.get(CONFIG_FILE_ENV)
+        if path:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Build and validate settings; every problem becomes one :class:`ConfigError` listing each field.
+
+    ``config_file`` wins over ``RAGWATCH_CONFIG_FILE``. Arguments equal to ``None`` count as not given,
+    so callers can forward optional parameters without deciding precedence themselves.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if config_file is not None:
+        path = Path(config_file)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        previous = os.environ.get(CONFIG_FILE_ENV)
+        os.environ[CONFIG_FILE_ENV] = str(path)
+        try:
+            return _build(given)
+        finally:
+            if previous is None:
+                os.environ.pop(CONFIG_FILE_ENV, None)
+            else:
+                os.environ[CONFIG_FILE_ENV] = previous
+    path_env = os.environ.get(CONFIG_FILE_ENV)
+    if path_env and not Path(path_env).is_file():
+        raise ConfigError(f"{CONFIG_FILE_ENV}={path_env!r} does not name a file")
+    return _build(given)
+
+
+def _build(given: dict[str, Any]) -> Settings:
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid ragwatch settings: {problems}") from None
+    except Exception as exc:  # a YAML syntax error, an unreadable file
+        raise ConfigError(f"could not read ragwatch settings: {exc}") from exc

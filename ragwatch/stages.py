@@ -1,0 +1,386 @@
+"""The bookkeeping of one stage call: pipeline (a whole request), retrieve, generate.
+
+A call object is created just before the host function runs and finished when its result — or, for a
+stream, the last item — is in. Each public method is one guarded section: whatever goes wrong inside is
+counted in ``ragwatch_internal_errors_total`` and logged, and the host carries on with its own result. The
+wrappers in :mod:`ragwatch.instrument` and the context managers in :mod:`ragwatch.watch` drive these
+objects; nothing here knows whether the host is sync or async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import semconv as sc
+from .chunks import Chunk, normalize_chunks
+from .responses import StreamAccumulator, Usage, estimate_tokens, extract_model, extract_text, extract_usage
+from .run import _RUN, Run
+
+if TYPE_CHECKING:
+    from .watch import RagWatch
+
+__all__ = ["Call", "GenerateCall", "PipelineCall", "RetrieveCall", "is_stream"]
+
+_perf = time.perf_counter
+_CANCELLED = (GeneratorExit, asyncio.CancelledError)
+
+
+def is_stream(value: Any) -> bool:
+    """An iterator the host will consume after the call returns (a generator, an SDK stream object)."""
+    cls = type(value)
+    return hasattr(cls, "__next__") or hasattr(cls, "__anext__")
+
+
+def _outcome(exc: BaseException | None) -> str:
+    if exc is None:
+        return "ok"
+    return "cancelled" if isinstance(exc, _CANCELLED) else "error"
+
+
+class Call:
+    """Shared life cycle: start a span and a timer, optionally make them current, finish exactly once."""
+
+    __slots__ = ("_ctx_token", "_ended", "run", "rw", "span", "start")
+
+    stage = "stage"
+    #: Stream results are proxied and finished on exhaustion rather than on return.
+    follows_streams = True
+
+    def __init__(self, rw: RagWatch) -> None:
+        self.rw = rw
+        self.run: Run | None = _RUN.get()
+        self.span: Any = None
+        self._ctx_token: object | None = None
+        self._ended = False
+        self.start = _perf()
+
+    # -- context ------------------------------------------------------------------------------------
+    def activate(self) -> None:
+        """Make our span current so spans the host opens inside the call become its children."""
+        if self.span is not None:
+            try:
+                self._ctx_token = otel_context.attach(trace.set_span_in_context(self.span))
+            except Exception as exc:
+                self.rw._guard.failed("tracing", exc)
+
+    def deactivate(self) -> None:
+        token, self._ctx_token = self._ctx_token, None
+        if token is not None:
+            try:
+                otel_context.detach(token)
+            except Exception as exc:
+                self.rw._guard.failed("tracing", exc)
+
+    # -- results ------------------------------------------------------------------------------------
+    def done(self, result: Any) -> Any:
+        """Called with the host's return value; returns what the host's caller should receive."""
+        if self.follows_streams and is_stream(result):
+            try:
+                from .streams import proxy_stream
+
+                return proxy_stream(result, self)
+            except Exception as exc:
+                self.rw._guard.failed("stream", exc)
+        self.finish(result, None)
+        return result
+
+    def fail(self, exc: BaseException) -> None:
+        self.finish(None, exc)
+
+    def on_item(self, item: Any) -> None:
+        """One item of a stream result went by."""
+
+    def finish(self, result: Any, exc: BaseException | None) -> None:
+        """Record the call once; later calls (a stream closed twice) are ignored."""
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            elapsed = _perf() - self.start
+            outcome = _outcome(exc)
+            self._record(result, exc, outcome, elapsed)
+        except Exception as err:
+            self.rw._guard.failed("capture", err)
+        span = self.span
+        if span is not None:
+            try:
+                if exc is not None and span.is_recording():
+                    span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+                    if outcome == "error":
+                        span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+                        span.record_exception(exc)
+                span.end()
+            except Exception as err:
+                self.rw._guard.failed("tracing", err)
+
+    def _record(self, result: Any, exc: BaseException | None, outcome: str, elapsed: float) -> None:
+        child = self.rw._stage_children.get((self.stage, outcome))
+        if child is not None:
+            child.observe(elapsed)
+        if self.run is not None:
+            self.run.add_duration(self.stage, elapsed)
+
+
+class PipelineCall(Call):
+    """A whole user request; owns the :class:`Run` unless one is already active (then it joins)."""
+
+    __slots__ = ("_owner", "_run_token")
+
+    stage = "request"
+
+    def __init__(
+        self, rw: RagWatch, question: str | None = None, route: str | None = None, name: str | None = None
+    ) -> None:
+        super().__init__(rw)
+        self._run_token: object | None = None
+        self._owner = self.run is None
+        if not self._owner:  # nested inside a middleware run or another pipeline: join it
+            if question and self.run is not None and self.run.question is None:
+                self.run.question = question
+            return
+        run = Run(rw.service, question, route)
+        self.run = run
+        tracer = rw._tracer
+        if tracer is not None:
+            self.span = span = tracer.start_span(
+                name or f"rag {rw.service}",
+                kind=SpanKind.INTERNAL,
+                attributes={sc.OPERATION: sc.OP_WORKFLOW, sc.SERVICE: rw.service},
+            )
+            ctx = span.get_span_context()
+            if ctx.is_valid:
+                run.trace_id = format(ctx.trace_id, "032x")
+                run.span_id = format(ctx.span_id, "016x")
+        self.start = _perf()
+
+    def activate(self) -> None:
+        if self._owner:
+            self._run_token = _RUN.set(self.run)
+            super().activate()
+
+    def deactivate(self) -> None:
+        if self._owner:
+            super().deactivate()
+            token, self._run_token = self._run_token, None
+            if token is not None:
+                try:
+                    _RUN.reset(token)  # type: ignore[arg-type]
+                except Exception as exc:
+                    self.rw._guard.failed("capture", exc)
+
+    def finish(self, result: Any, exc: BaseException | None) -> None:
+        if not self._owner:
+            self._ended = True
+            return
+        super().finish(result, exc)
+        run = self.run
+        if run is None:
+            return
+        try:
+            run.outcome = _outcome(exc)
+            if exc is not None:
+                run.error = type(exc).__qualname__
+            elif run.answer is None and isinstance(result, str):
+                run.answer = result
+        except Exception as err:
+            self.rw._guard.failed("capture", err)
+        self.rw._run_ended(run)
+
+
+class RetrieveCall(Call):
+    """A retriever call: latency, how many chunks came back, and their ids and scores on the span."""
+
+    __slots__ = ("_items",)
+
+    stage = "retrieve"
+
+    def __init__(self, rw: RagWatch, top_k: int | None = None, name: str = "retrieval") -> None:
+        super().__init__(rw)
+        self._items: list[Any] | None = None
+        tracer = rw._tracer
+        if tracer is not None:
+            attributes: dict[str, Any] = {sc.OPERATION: sc.OP_RETRIEVAL}
+            if top_k is not None:
+                attributes[sc.RETRIEVAL_TOP_K] = top_k
+            self.span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+        self.start = _perf()
+
+    def on_item(self, item: Any) -> None:
+        if self._items is None:
+            self._items = []
+        self._items.append(item)
+
+    def finish(self, result: Any, exc: BaseException | None) -> None:
+        if self._items is not None and result is None:
+            result = self._items  # a retriever that yields its chunks one by one
+        super().finish(result, exc)
+
+    def _record(self, result: Any, exc: BaseException | None, outcome: str, elapsed: float) -> None:
+        super()._record(result, exc, outcome, elapsed)
+        if exc is not None or result is None:
+            return
+        rw = self.rw
+        try:
+            count = len(result)
+        except TypeError:
+            count = None  # an iterator we must not consume; nothing to count
+        if count is None:
+            return
+        if rw._chunks_child is not None:
+            rw._chunks_child.observe(count)
+        if self.run is not None:
+            self.run.retrieved = result
+        span = self.span
+        if span is not None and span.is_recording():
+            try:
+                self._describe(span, normalize_chunks(result), count)
+            except Exception as err:
+                rw._guard.failed("chunks", err)
+
+    def _describe(self, span: Any, chunks: list[Chunk], count: int) -> None:
+        limit = self.rw.settings.max_span_chunks
+        shown = chunks[:limit]
+        span.set_attribute(sc.RETRIEVAL_COUNT, count)
+        span.set_attribute(sc.RETRIEVAL_IDS, [c.id for c in shown])
+        scores = [c.score for c in shown]
+        if all(s is not None for s in scores):
+            span.set_attribute(sc.RETRIEVAL_SCORES, scores)  # type: ignore[arg-type]
+        span.set_attribute(sc.RETRIEVAL_DOCUMENTS, sc.documents_json(shown))
+        if self.rw.settings.capture_chunk_text:
+            span.set_attribute(sc.RETRIEVAL_TEXTS, [c.text for c in shown])
+
+
+class GenerateCall(Call):
+    """An LLM call: latency, TTFT for streams, tokens (reported or estimated) and cost."""
+
+    __slots__ = ("_acc", "_prompt", "model", "provider", "ttft")
+
+    stage = "generate"
+
+    def __init__(
+        self, rw: RagWatch, model: str | None, provider: str | None = None, prompt: Any = None
+    ) -> None:
+        super().__init__(rw)
+        self.model = model
+        self.provider = provider
+        self._prompt = prompt
+        self._acc: StreamAccumulator | None = None
+        self.ttft: float | None = None
+        tracer = rw._tracer
+        if tracer is not None:
+            attributes: dict[str, Any] = {sc.OPERATION: sc.OP_CHAT}
+            if model:
+                attributes[sc.REQUEST_MODEL] = model
+            if provider:
+                attributes[sc.PROVIDER] = provider
+            self.span = tracer.start_span(
+                f"chat {model}" if model else "chat", kind=SpanKind.CLIENT, attributes=attributes
+            )
+        self.start = _perf()
+
+    def on_item(self, item: Any) -> None:
+        acc = self._acc
+        if acc is None:
+            acc = self._acc = StreamAccumulator()
+        try:
+            carried_text = acc.feed(item)
+        except Exception as exc:
+            self.rw._guard.failed("response", exc)
+            return
+        if carried_text and self.ttft is None:
+            self.ttft = _perf() - self.start
+
+    def _record(self, result: Any, exc: BaseException | None, outcome: str, elapsed: float) -> None:
+        super()._record(result, exc, outcome, elapsed)
+        rw = self.rw
+        acc = self._acc
+        text: str | None = None
+        usage: Usage | None = None
+        model: str | None = None
+        if acc is not None:
+            text, usage, model = acc.text, acc.usage, acc.model
+        elif exc is None and result is not None:
+            try:
+                text = extract_text(result)
+                usage = extract_usage(result)
+                model = extract_model(result)
+            except Exception as err:
+                rw._guard.failed("response", err)
+        model = model or self.model or "unknown"
+        if usage is None and text is not None:
+            usage = Usage(_estimate_prompt(self._prompt), estimate_tokens(text), 0, True)
+        cost = None
+        children = rw._model_children(model)
+        if children is not None:
+            if self.ttft is not None:
+                children.ttft.observe(self.ttft)
+            if usage is not None:
+                if usage.estimated:
+                    children.input_est.inc(usage.input_tokens)
+                    children.output_est.inc(usage.output_tokens)
+                else:
+                    children.input.inc(usage.input_tokens)
+                    children.output.inc(usage.output_tokens)
+                    if usage.cached_input_tokens:
+                        children.cached.inc(usage.cached_input_tokens)
+        if usage is not None:
+            cost = rw._cost(model, usage, children)
+        run = self.run
+        if run is not None:
+            if text is not None:
+                run.answer = text
+            run.model = model
+            run.usage = usage
+            run.cost_usd = cost
+            if self.ttft is not None and run.ttft is None:
+                run.ttft = self.ttft
+        span = self.span
+        if span is not None and span.is_recording():
+            span.set_attribute(sc.RESPONSE_MODEL, model)
+            if usage is not None:
+                span.set_attribute(sc.USAGE_INPUT, usage.input_tokens)
+                span.set_attribute(sc.USAGE_OUTPUT, usage.output_tokens)
+                if usage.cached_input_tokens:
+                    span.set_attribute(sc.USAGE_CACHED, usage.cached_input_tokens)
+                if usage.estimated:
+                    span.set_attribute(sc.USAGE_ESTIMATED, True)
+            if cost is not None:
+                span.set_attribute(sc.COST, cost)
+            if self.ttft is not None:
+                span.set_attribute(sc.TTFT, self.ttft)
+
+
+def _estimate_prompt(prompt: Any) -> int:
+    """Rough input size when the API reported none: the string content of the call's arguments."""
+    total = 0
+    stack = [prompt]
+    seen = 0
+    while stack and seen < 256:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, str):
+            total += estimate_tokens(item)
+        elif isinstance(item, Mapping):
+            for key in ("content", "text", "page_content"):
+                value = item.get(key)
+                if isinstance(value, str):
+                    total += estimate_tokens(value)
+                    break
+            else:
+                messages = item.get("messages")
+                if isinstance(messages, (list, tuple)):
+                    stack.extend(messages)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            text = getattr(item, "page_content", None) or getattr(item, "text", None)
+            if isinstance(text, str):
+                total += estimate_tokens(text)
+    return total

@@ -1,0 +1,271 @@
+"""The user-facing object: ``rw = RagWatch(service="kb-qa")`` and its decorators and context managers.
+
+Everything expensive happens here, once: settings are validated, metric children bound, the tracer
+looked up (the application's TracerProvider — ragwatch never installs or replaces one). The per-call
+work lives in :mod:`ragwatch.stages`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from opentelemetry import trace
+from opentelemetry.trace import TracerProvider
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from . import __version__
+from .guard import Guard
+from .instrument import instrument
+from .metrics import CaptureMetrics, ModelChildren, capture_metrics
+from .pricing import PricingTable
+from .responses import Usage
+from .run import Run
+from .settings import Settings, load_settings
+from .stages import Call, GenerateCall, PipelineCall, RetrieveCall
+
+__all__ = ["RagWatch", "Scope"]
+
+log = logging.getLogger("ragwatch")
+F = TypeVar("F", bound=Callable[..., Any])
+_QUESTION_KEYS = ("question", "query", "q", "input", "prompt")
+
+
+def _question(args: tuple, kwargs: dict) -> str | None:
+    for key in _QUESTION_KEYS:
+        value = kwargs.get(key)
+        if isinstance(value, str):
+            return value
+    for value in args[:2]:  # a method's first argument is `self`
+        if isinstance(value, str):
+            return value
+    return None
+
+
+class RagWatch:
+    """Watches one RAG service: decorate its retriever, its LLM call and the pipeline that joins them.
+
+    ``service`` and any keyword of :class:`~ragwatch.settings.Settings` may be given here; what is not
+    given comes from ``RAGWATCH_*`` environment variables, then the YAML file, then defaults.
+    ``registry`` is the Prometheus registry (``None``: metrics are kept but not registered, for tests);
+    ``tracer_provider`` defaults to the application's global one.
+    """
+
+    def __init__(
+        self,
+        service: str | None = None,
+        *,
+        settings: Settings | None = None,
+        config_file: str | os.PathLike[str] | None = None,
+        registry: CollectorRegistry | None = REGISTRY,
+        tracer_provider: TracerProvider | None = None,
+        **overrides: Any,
+    ) -> None:
+        if settings is None:
+            settings = load_settings(config_file, service=service, **overrides)
+        elif service is not None or overrides:  # re-validate: explicit arguments win over the object
+            settings = load_settings(None, **{**settings.model_dump(), "service": service, **overrides})
+        self.settings = settings
+        self.service = settings.service
+        self._pricing = PricingTable({m: p.model_dump() for m, p in settings.pricing.items()})
+        self._metrics: CaptureMetrics | None = None
+        self._stage_children: dict[tuple[str, str], Any] = {}
+        self._chunks_child: Any = None
+        metrics = capture_metrics(registry, settings.latency_buckets)
+        self._guard = Guard(metrics.internal_errors, settings.log_every_seconds)
+        if settings.metrics:
+            self._metrics = metrics
+            for stage in ("request", "retrieve", "generate"):
+                for outcome in ("ok", "error", "cancelled"):
+                    self._stage_children[(stage, outcome)] = metrics.stage_duration.labels(
+                        self.service, stage, outcome
+                    )
+            self._chunks_child = metrics.retrieved_chunks.labels(self.service)
+        self._tracer = (
+            trace.get_tracer("ragwatch", __version__, tracer_provider=tracer_provider)
+            if settings.tracing
+            else None
+        )
+        self._listeners: list[Callable[[Run], None]] = []
+        self._unpriced_warned: set[str] = set()
+        self._lock = threading.Lock()
+        self._metrics_server: Any = None
+        if settings.metrics_port is not None:
+            self.start_metrics_server()
+
+    def __repr__(self) -> str:
+        return f"RagWatch(service={self.service!r})"
+
+    # -- decorators ---------------------------------------------------------------------------------
+    @overload
+    def retriever(self, fn: F) -> F: ...
+    @overload
+    def retriever(self, fn: None = None, *, name: str = "retrieval") -> Callable[[F], F]: ...
+
+    def retriever(self, fn: Any = None, *, name: str = "retrieval") -> Any:
+        """Watch a retriever (sync, async or a generator of chunks); its result is returned unchanged."""
+
+        def begin(args: tuple, kwargs: dict) -> Call:
+            top_k = kwargs.get("top_k", kwargs.get("k"))
+            call = RetrieveCall(self, top_k if isinstance(top_k, int) else None, name)
+            run = call.run
+            if run is not None and run.question is None:
+                run.question = _question(args, kwargs)
+            return call
+
+        return self._decorator(fn, begin)
+
+    @overload
+    def llm(self, fn: F) -> F: ...
+    @overload
+    def llm(
+        self, fn: None = None, *, model: str | None = None, provider: str | None = None
+    ) -> Callable[[F], F]: ...
+
+    def llm(self, fn: Any = None, *, model: str | None = None, provider: str | None = None) -> Any:
+        """Watch an LLM call returning text, an OpenAI/Anthropic-style response, or a stream of deltas.
+
+        ``model`` is the requested model (the response's own model id wins when it reports one) and keys
+        the pricing table. A keyword argument ``model=`` of the call itself overrides it per call.
+        """
+
+        def begin(args: tuple, kwargs: dict) -> Call:
+            per_call = kwargs.get("model")
+            return GenerateCall(
+                self, per_call if isinstance(per_call, str) else model, provider, (args, kwargs)
+            )
+
+        return self._decorator(fn, begin)
+
+    @overload
+    def pipeline(self, fn: F) -> F: ...
+    @overload
+    def pipeline(self, fn: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def pipeline(self, fn: Any = None, *, name: str | None = None) -> Any:
+        """Watch one user request end to end: one trace, one run, one candidate for sampling."""
+
+        def begin(args: tuple, kwargs: dict) -> Call:
+            return PipelineCall(self, _question(args, kwargs), None, name)
+
+        return self._decorator(fn, begin)
+
+    def _decorator(self, fn: Any, begin: Callable[[tuple, dict], Call]) -> Any:
+        if fn is None:
+            return lambda f: instrument(f, begin, self._guard)
+        return instrument(fn, begin, self._guard)
+
+    # -- context managers (for code that cannot be decorated) ------------------------------------------
+    def request(self, question: str | None = None, *, route: str | None = None) -> Scope:
+        """``with rw.request(question):`` — the context-manager form of :meth:`pipeline`."""
+        return Scope(self, lambda: PipelineCall(self, question, route))
+
+    def retrieval(self, *, top_k: int | None = None, name: str = "retrieval") -> Scope:
+        """``with rw.retrieval() as r: r.record(chunks)`` — the form of :meth:`retriever`."""
+        return Scope(self, lambda: RetrieveCall(self, top_k, name))
+
+    def generation(self, *, model: str | None = None, provider: str | None = None) -> Scope:
+        """``with rw.generation(model=...) as g: g.record(response)`` (or ``g.feed(event)`` per delta)."""
+        return Scope(self, lambda: GenerateCall(self, model, provider))
+
+    # -- listeners, pricing, exposition -----------------------------------------------------------------
+    def add_listener(self, listener: Callable[[Run], None]) -> None:
+        """Call ``listener(run)`` when each request ends (the sampler's hook); its errors are contained."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[Run], None]) -> None:
+        self._listeners.remove(listener)
+
+    def _run_ended(self, run: Run) -> None:
+        for listener in self._listeners:
+            try:
+                listener(run)
+            except Exception as exc:
+                self._guard.failed("listener", exc)
+
+    def _model_children(self, model: str) -> ModelChildren | None:
+        return self._metrics.model(self.service, model) if self._metrics is not None else None
+
+    def _cost(self, model: str, usage: Usage, children: ModelChildren | None) -> float | None:
+        try:
+            cost = self._pricing.cost(model, usage)
+        except Exception as exc:
+            self._guard.failed("pricing", exc)
+            return None
+        if cost is None:
+            if children is not None:
+                children.unpriced.inc()
+            if model not in self._unpriced_warned and len(self._unpriced_warned) < 64:
+                with self._lock:
+                    self._unpriced_warned.add(model)
+                log.warning("ragwatch: no price for model %r; its calls are counted without cost", model)
+            return None
+        if children is not None and cost:
+            children.cost.inc(cost)
+        return cost
+
+    def start_metrics_server(self, port: int | None = None, addr: str | None = None) -> Any:
+        """Serve ``/metrics`` on a background thread (``metrics_port`` setting, or ``port``)."""
+        from .exposition import start_metrics_server
+
+        if self._metrics_server is None:
+            chosen = self.settings.metrics_port if port is None else port
+            self._metrics_server = start_metrics_server(chosen or 0, addr or self.settings.metrics_addr)
+        return self._metrics_server
+
+    def middleware(self, app: Any, **options: Any) -> Any:
+        """Wrap an ASGI app so each HTTP request is a pipeline run (:class:`~ragwatch.asgi.RagwatchMiddleware`)."""
+        from .asgi import RagwatchMiddleware
+
+        return RagwatchMiddleware(app, watch=self, **options)
+
+
+class Scope:
+    """A stage as a context manager, sync or async; never raises from its own bookkeeping."""
+
+    __slots__ = ("_begin", "_call", "_result", "_rw")
+
+    def __init__(self, rw: RagWatch, begin: Callable[[], Call]) -> None:
+        self._rw = rw
+        self._begin = begin
+        self._call: Call | None = None
+        self._result: Any = None
+
+    @property
+    def run(self) -> Run | None:
+        return self._call.run if self._call is not None else None
+
+    def record(self, result: Any) -> Any:
+        """Hand the stage's result (chunks, an LLM response) to ragwatch; returns it unchanged."""
+        self._result = result
+        return result
+
+    def feed(self, event: Any) -> Any:
+        """One streamed item (an LLM delta); returns it unchanged."""
+        if self._call is not None:
+            self._call.on_item(event)
+        return event
+
+    def __enter__(self) -> Scope:
+        try:
+            self._call = self._begin()
+            self._call.activate()
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
+            self._call = None
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        call = self._call
+        if call is not None:
+            call.deactivate()
+            call.finish(self._result, exc)
+
+    async def __aenter__(self) -> Scope:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)

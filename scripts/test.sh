@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs on a fresh Debian machine, then run it.
+# Usage: bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System services the integration tests talk to (real servers, never fakes).
+packages=()
+command -v redis-server >/dev/null 2>&1 || packages+=(redis-server)
+if [ ${#packages[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing ${packages[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
+  else
+    echo "not root: ${packages[*]} missing, the tests that need them will skip" >&2
+  fi
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/ruff check .
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,64 @@
+"""Shared fixtures: a fresh Prometheus registry and an in-memory span exporter per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+import ragwatch
+
+
+class Spans:
+    """Finished spans of one test, looked up by name."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        self.exporter = exporter
+
+    def all(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, name: str) -> ReadableSpan:
+        found = [s for s in self.all() if s.name == name]
+        assert len(found) == 1, f"expected one span {name!r}, got {[s.name for s in self.all()]}"
+        return found[0]
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    exporter = InMemorySpanExporter()
+    yield Spans(exporter)
+    exporter.clear()
+
+
+@pytest.fixture
+def provider(spans: Spans) -> TracerProvider:
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(spans.exporter))
+    return tp
+
+
+@pytest.fixture
+def rw(registry: CollectorRegistry, provider: TracerProvider) -> ragwatch.RagWatch:
+    return ragwatch.RagWatch("svc", registry=registry, tracer_provider=provider)
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    """A sample's value, 0.0 when the series does not exist (yet)."""
+    value = registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def stage_count(registry: CollectorRegistry, stage: str, outcome: str = "ok", service: str = "svc") -> float:
+    return sample(
+        registry, "ragwatch_stage_duration_seconds_count", service=service, stage=stage, outcome=outcome
+    )
