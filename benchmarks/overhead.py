@@ -194,7 +194,10 @@ def handwritten_variant() -> Variant:
     generate_ok = stage.labels(SERVICE, "generate", "ok")
     generate_err = stage.labels(SERVICE, "generate", "error")
     chunks_hist = Histogram(
-        "rag_retrieved_chunks", "Chunks per retriever call.", ["service"], buckets=CHUNK_BUCKETS,
+        "rag_retrieved_chunks",
+        "Chunks per retriever call.",
+        ["service"],
+        buckets=CHUNK_BUCKETS,
         registry=registry,
     ).labels(SERVICE)
     tokens = Counter("rag_tokens", "LLM tokens.", ["service", "model", "kind"], registry=registry)
@@ -468,26 +471,28 @@ def report(variants: list[Variant], wall: float, batch: int) -> dict[str, Any]:
     for v in variants:
         if v.exporter is not None and v.provider is not None:
             v.provider.force_flush()
-    dropped = [
-        f"{v.name}: {v.exporter.exported:,} spans exported"
-        for v in variants
-        if v.exporter is not None
-    ]
+    dropped = [f"{v.name}: {v.exporter.exported:,} spans exported" for v in variants if v.exporter is not None]
     if dropped:
-        print("span export (incl. warm-up; BatchSpanProcessor drops spans when its 2048 queue is full): "
-              + "; ".join(dropped))
+        print(
+            "span export (incl. warm-up; BatchSpanProcessor drops spans when its 2048 queue is full): "
+            + "; ".join(dropped)
+        )
     full = stats[RW_FULL]["p50_us"] / base
     metrics_only = stats[RW_METRICS]["overhead_p50_us"]
     full_over = stats[RW_FULL]["overhead_p50_us"]
     base_over = stats[BASELINE]["overhead_p50_us"]
     print()
-    print(f"tracing+metrics / hand-written baseline = {full:.2f}× (target ≤ 1.30×) "
-          f"{'PASS' if full <= 1.30 else 'FAIL'}")
-    print(f"metrics-only overhead over bare p50 = {metrics_only:.1f} µs (target ≤ 8 µs) "
-          f"{'PASS' if metrics_only <= 8 else 'FAIL'}")
+    print(
+        f"tracing+metrics / hand-written baseline = {full:.2f}× (target ≤ 1.30×) {'PASS' if full <= 1.30 else 'FAIL'}"
+    )
+    print(
+        f"metrics-only overhead over bare p50 = {metrics_only:.1f} µs (target ≤ 8 µs) "
+        f"{'PASS' if metrics_only <= 8 else 'FAIL'}"
+    )
     if base_over > 0:
-        print(f"(for reference: overhead-only ratio, ragwatch tracing+metrics vs baseline = "
-              f"{full_over / base_over:.2f}×)")
+        print(
+            f"(for reference: overhead-only ratio, ragwatch tracing+metrics vs baseline = {full_over / base_over:.2f}×)"
+        )
     return stats
 
 
@@ -574,8 +579,10 @@ def memory_mode(n: int, json_path: str | None) -> None:
     )
     for r in results:
         if "spans_exported" in r:
-            print(f"{r['variant']}: {r['spans_exported']:,} spans reached the exporter "
-                  f"(of {3 * (r['requests'] + 2001):,} started; the rest were dropped by the full queue)")
+            print(
+                f"{r['variant']}: {r['spans_exported']:,} spans reached the exporter "
+                f"(of {3 * (r['requests'] + 2001):,} started; the rest were dropped by the full queue)"
+            )
     if json_path:
         Path(json_path).write_text(json.dumps({"header": header_lines(), "rss": results}, indent=1))
         print(f"raw results written to {json_path}")

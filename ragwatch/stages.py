@@ -264,9 +264,7 @@ class GenerateCall(Call):
 
     stage = "generate"
 
-    def __init__(
-        self, rw: RagWatch, model: str | None, provider: str | None = None, prompt: Any = None
-    ) -> None:
+    def __init__(self, rw: RagWatch, model: str | None, provider: str | None = None, prompt: Any = None) -> None:
         super().__init__(rw)
         self.model = model
         self.provider = provider

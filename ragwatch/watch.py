@@ -80,14 +80,10 @@ class RagWatch:
             self._metrics = metrics
             for stage in ("request", "retrieve", "generate"):
                 for outcome in ("ok", "error", "cancelled"):
-                    self._stage_children[(stage, outcome)] = metrics.stage_duration.labels(
-                        self.service, stage, outcome
-                    )
+                    self._stage_children[(stage, outcome)] = metrics.stage_duration.labels(self.service, stage, outcome)
             self._chunks_child = metrics.retrieved_chunks.labels(self.service)
         self._tracer = (
-            trace.get_tracer("ragwatch", __version__, tracer_provider=tracer_provider)
-            if settings.tracing
-            else None
+            trace.get_tracer("ragwatch", __version__, tracer_provider=tracer_provider) if settings.tracing else None
         )
         self._listeners: list[Callable[[Run], None]] = []
         self._unpriced_warned: set[str] = set()
@@ -121,9 +117,7 @@ class RagWatch:
     @overload
     def llm(self, fn: F) -> F: ...
     @overload
-    def llm(
-        self, fn: None = None, *, model: str | None = None, provider: str | None = None
-    ) -> Callable[[F], F]: ...
+    def llm(self, fn: None = None, *, model: str | None = None, provider: str | None = None) -> Callable[[F], F]: ...
 
     def llm(self, fn: Any = None, *, model: str | None = None, provider: str | None = None) -> Any:
         """Watch an LLM call returning text, an OpenAI/Anthropic-style response, or a stream of deltas.
@@ -134,9 +128,7 @@ class RagWatch:
 
         def begin(args: tuple, kwargs: dict) -> Call:
             per_call = kwargs.get("model")
-            return GenerateCall(
-                self, per_call if isinstance(per_call, str) else model, provider, (args, kwargs)
-            )
+            return GenerateCall(self, per_call if isinstance(per_call, str) else model, provider, (args, kwargs))
 
         return self._decorator(fn, begin)
 

@@ -59,6 +59,4 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 
 def stage_count(registry: CollectorRegistry, stage: str, outcome: str = "ok", service: str = "svc") -> float:
-    return sample(
-        registry, "ragwatch_stage_duration_seconds_count", service=service, stage=stage, outcome=outcome
-    )
+    return sample(registry, "ragwatch_stage_duration_seconds_count", service=service, stage=stage, outcome=outcome)

@@ -144,7 +144,11 @@ def test_plain_starlette_with_include_filter(registry: CollectorRegistry, rw: ra
         return PlainTextResponse("other")
 
     app = Starlette(
-        routes=[Route("/api/ask", ask), Route("/static/x", other), Mount("/metrics", ragwatch.metrics_asgi_app(registry))]
+        routes=[
+            Route("/api/ask", ask),
+            Route("/static/x", other),
+            Mount("/metrics", ragwatch.metrics_asgi_app(registry)),
+        ]
     )
     wrapped = rw.middleware(app, include=["/api/"])
     with TestClient(wrapped) as client:

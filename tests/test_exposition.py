@@ -20,7 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 import ragwatch
 from ragwatch.exposition import start_metrics_server
 
-
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -17,7 +17,11 @@ from ragwatch import ConfigError, load_settings
 def test_defaults() -> None:
     s = load_settings()
     assert (s.service, s.tracing, s.metrics, s.capture_chunk_text, s.metrics_port) == (
-        "default", True, True, False, None,
+        "default",
+        True,
+        True,
+        False,
+        None,
     )
 
 

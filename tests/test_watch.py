@@ -54,9 +54,7 @@ def make_sync(rw: ragwatch.RagWatch) -> Any:
     return answer
 
 
-def test_sync_pipeline_spans_metrics_and_run(
-    rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
-) -> None:
+def test_sync_pipeline_spans_metrics_and_run(rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
     runs: list[ragwatch.Run] = []
     rw.add_listener(runs.append)
     answer = make_sync(rw)
@@ -147,8 +145,7 @@ def openai_chunks(words: list[str]) -> list[Any]:
         SimpleNamespace(model="gpt-4o-mini", choices=[SimpleNamespace(delta=SimpleNamespace(content=None))])
     ]
     events += [
-        SimpleNamespace(model="gpt-4o-mini", choices=[SimpleNamespace(delta=SimpleNamespace(content=w))])
-        for w in words
+        SimpleNamespace(model="gpt-4o-mini", choices=[SimpleNamespace(delta=SimpleNamespace(content=w))]) for w in words
     ]
     events.append(
         SimpleNamespace(
@@ -160,9 +157,7 @@ def openai_chunks(words: list[str]) -> list[Any]:
     return events
 
 
-def test_sync_generator_stream_ttft_and_usage(
-    rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
-) -> None:
+def test_sync_generator_stream_ttft_and_usage(rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
     runs: list[ragwatch.Run] = []
     rw.add_listener(runs.append)
 
@@ -175,10 +170,7 @@ def test_sync_generator_stream_ttft_and_usage(
         return "".join(c.choices[0].delta.content or "" for c in stream(question) if c.choices)
 
     assert answer("hi") == "Hello world"
-    assert (
-        sample(registry, "ragwatch_time_to_first_token_seconds_count", service="svc", model="gpt-4o-mini")
-        == 1
-    )
+    assert sample(registry, "ragwatch_time_to_first_token_seconds_count", service="svc", model="gpt-4o-mini") == 1
     chat = spans.named("chat gpt-4o-mini")
     assert chat.attributes["gen_ai.usage.output_tokens"] == 3
     assert chat.attributes["ragwatch.time_to_first_token"] > 0
@@ -196,10 +188,7 @@ async def test_async_generator_stream(rw: ragwatch.RagWatch, registry: Collector
     parts = [part async for part in stream("q")]
     assert parts == ["你好", "，", "世界"]
     assert stage_count(registry, "generate") == 1
-    assert (
-        sample(registry, "ragwatch_time_to_first_token_seconds_count", service="svc", model="gpt-4o-mini")
-        == 1
-    )
+    assert sample(registry, "ragwatch_time_to_first_token_seconds_count", service="svc", model="gpt-4o-mini") == 1
     est = sample(
         registry,
         "ragwatch_tokens_total",
@@ -412,9 +401,7 @@ def test_internal_error_logging_is_rate_limited(
     assert len([r for r in caplog.records if "pricing" in r.getMessage()]) == 1
 
 
-def test_suppress_switches_capture_off(
-    rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
-) -> None:
+def test_suppress_switches_capture_off(rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
     answer = make_sync(rw)
     with ragwatch.suppress():
         answer("q")
@@ -456,9 +443,7 @@ def test_pricing_override_from_settings(registry: CollectorRegistry) -> None:
 
     call()
     # 1000 * 1.0 / 1e6 + 500 * 2.0 / 1e6
-    assert sample(
-        registry, "ragwatch_cost_usd_total", service="svc", model="in-house-llm-7b"
-    ) == pytest.approx(0.002)
+    assert sample(registry, "ragwatch_cost_usd_total", service="svc", model="in-house-llm-7b") == pytest.approx(0.002)
 
 
 def test_context_managers(rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
@@ -475,10 +460,7 @@ def test_context_managers(rw: ragwatch.RagWatch, registry: CollectorRegistry, sp
     assert runs[0].answer == "600 CNY"
     assert [c.id for c in runs[0].chunks] == ["a", "b"]
     assert spans.named("retrieval").parent.span_id == spans.named("rag svc").context.span_id  # type: ignore[union-attr]
-    assert (
-        sample(registry, "ragwatch_time_to_first_token_seconds_count", service="svc", model="gpt-4o-mini")
-        == 1
-    )
+    assert sample(registry, "ragwatch_time_to_first_token_seconds_count", service="svc", model="gpt-4o-mini") == 1
 
     with pytest.raises(Boom), rw.request("q"):
         raise Boom()
@@ -536,9 +518,7 @@ def test_metrics_off_and_tracing_off(registry: CollectorRegistry, spans: Spans, 
     assert runs and runs[0].answer  # runs still flow to listeners (sampling needs them)
 
 
-def test_chunk_text_on_spans_only_when_opted_in(
-    registry: CollectorRegistry, provider: Any, spans: Spans
-) -> None:
+def test_chunk_text_on_spans_only_when_opted_in(registry: CollectorRegistry, provider: Any, spans: Spans) -> None:
     rw = ragwatch.RagWatch("svc", registry=registry, tracer_provider=provider, capture_chunk_text=True)
     make_sync(rw)("q")
     assert spans.named("retrieval").attributes["ragwatch.retrieval.chunk_texts"][0] == CHUNKS[0]["text"]
@@ -558,17 +538,11 @@ def test_many_models_fold_into_other(rw: ragwatch.RagWatch, registry: CollectorR
     for i in range(MAX_MODELS + 10):
         call(model=f"model-{i}")
     names = {
-        s.labels["model"]
-        for metric in registry.collect()
-        if metric.name == "ragwatch_tokens"
-        for s in metric.samples
+        s.labels["model"] for metric in registry.collect() if metric.name == "ragwatch_tokens" for s in metric.samples
     }
     assert len(names) <= MAX_MODELS + 1
     assert (
-        sample(
-            registry, "ragwatch_tokens_total", service="svc", model="other", kind="input", source="reported"
-        )
-        >= 10
+        sample(registry, "ragwatch_tokens_total", service="svc", model="other", kind="input", source="reported") >= 10
     )
 
 
