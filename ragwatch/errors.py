@@ -4,9 +4,11 @@ Every error ragwatch raises on purpose derives from one root, so callers can cat
 
     RagwatchError
     ├── ConfigError        bad settings, caught at start-up (never at request time)
-    └── CaptureError       a value from the host could not be understood (a chunk, an LLM response)
-        ├── ChunkError
-        └── ResponseError
+    ├── CaptureError       a value from the host could not be understood (a chunk, an LLM response)
+    │   ├── ChunkError
+    │   └── ResponseError
+    ├── QueueError         Redis (or the memory backend) failed: retried and counted, never raised into the host
+    └── SampleDecodeError  a stream entry is not a readable sample (defined in ragwatch.sample)
 
 Capture errors never reach the host application: the wrappers count and log them (fail open). They exist
 so the pure helpers (normalisation, pricing) can say precisely what went wrong to tests and to the logs.
@@ -14,7 +16,7 @@ so the pure helpers (normalisation, pricing) can say precisely what went wrong t
 
 from __future__ import annotations
 
-__all__ = ["CaptureError", "ChunkError", "ConfigError", "RagwatchError", "ResponseError"]
+__all__ = ["CaptureError", "ChunkError", "ConfigError", "QueueError", "RagwatchError", "ResponseError"]
 
 
 class RagwatchError(Exception):
@@ -35,3 +37,8 @@ class ChunkError(CaptureError, TypeError):
 
 class ResponseError(CaptureError, TypeError):
     """An LLM response or stream event is of a shape ragwatch cannot read."""
+
+
+class QueueError(RagwatchError):
+    """The sample queue (Redis or the memory backend) could not do what was asked; Redis errors are
+    translated into this at one boundary, in :mod:`ragwatch.redis_queue`."""

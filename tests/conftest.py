@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 import ragwatch
+from tests.servers import RedisServer
 
 
 class Spans:
@@ -60,3 +61,30 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 def stage_count(registry: CollectorRegistry, stage: str, outcome: str = "ok", service: str = "svc") -> float:
     return sample(registry, "ragwatch_stage_duration_seconds_count", service=service, stage=stage, outcome=outcome)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    yield redis_server.url
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory_queues() -> Iterator[None]:
+    from ragwatch.memory_queue import MemoryQueue
+
+    MemoryQueue.reset_all()
+    yield
+    MemoryQueue.reset_all()

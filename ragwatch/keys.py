@@ -1,0 +1,31 @@
+"""Redis key and stream names, in one place.
+
+Every key of a service carries the ``{service}`` hash tag, so in Redis Cluster all of one service's keys
+live in one slot and multi-key scripts (apply a score idempotently, dead-letter an entry) stay atomic.
+"""
+
+from __future__ import annotations
+
+__all__ = ["GROUP", "Keys"]
+
+#: The consumer group every scoring worker of a service joins.
+GROUP = "ragwatch-scorers"
+
+
+class Keys:
+    """Key names of one service."""
+
+    __slots__ = ("applied_prefix", "dead", "samples", "scores", "service", "totals", "workers")
+
+    def __init__(self, service: str, prefix: str = "ragwatch") -> None:
+        base = f"{prefix}:{{{service}}}"
+        self.service = service
+        self.samples = f"{base}:samples"  # stream: sampled requests waiting to be scored
+        self.dead = f"{base}:dead"  # stream: entries that failed too often, with the error
+        self.scores = f"{base}:scores"  # stream: score records, trimmed to the retention bound
+        self.totals = f"{base}:totals"  # hash: count and sum per metric, for exactly-once aggregates
+        self.applied_prefix = f"{base}:applied:"  # + sample id: set once a score was applied (idempotency)
+        self.workers = f"{base}:workers"  # hash: worker name -> last heartbeat (unix seconds)
+
+    def applied(self, sample_id: str) -> str:
+        return self.applied_prefix + sample_id

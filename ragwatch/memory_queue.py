@@ -1,0 +1,183 @@
+"""The in-process queue backend: Redis Stream consumer-group semantics without a Redis.
+
+It passes the same contract tests as :mod:`ragwatch.redis_queue`, so the demo, single-process deployments
+and unit tests exercise the same worker logic. Queues are shared by name within the process, so a producer
+and a worker thread opened on ``memory://`` talk to each other.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from .queue import Entry, Queue, QueueStats
+
+__all__ = ["MemoryQueue"]
+
+
+class MemoryQueue(Queue):
+    _named: ClassVar[dict[tuple[str, str], MemoryQueue]] = {}
+    _named_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        service: str,
+        *,
+        maxlen: int = 100_000,
+        scores_maxlen: int = 100_000,
+        dead_maxlen: int = 10_000,
+        url: str = "memory://",
+        **_: Any,
+    ) -> None:
+        self.service = service
+        self.url = url
+        self._maxlen = maxlen
+        self._entries: OrderedDict[str, bytes | None] = OrderedDict()
+        self._seq = 0
+        self._last_ms = 0
+        self._group = False
+        self._undelivered: deque[str] = deque()  # ids not yet read by the group, oldest first
+        self._pel: dict[str, list[Any]] = {}  # id -> [consumer, delivered_at_monotonic, deliveries]
+        self._dead: deque[dict[str, Any]] = deque(maxlen=dead_maxlen)
+        self._scores: deque[bytes] = deque(maxlen=scores_maxlen)
+        self._applied: set[str] = set()
+        self._totals: dict[str, list[float]] = {}
+        self._workers: dict[str, float] = {}
+        self._cond = threading.Condition()
+
+    @classmethod
+    def named(cls, url: str, service: str, **options: Any) -> MemoryQueue:
+        """The process-wide queue for ``url`` and ``service``, created on first use."""
+        name = url.split("://", 1)[1] if "://" in url else ""
+        with cls._named_lock:
+            queue = cls._named.get((name, service))
+            if queue is None:
+                queue = cls._named[(name, service)] = cls(service, url=url, **options)
+            return queue
+
+    @classmethod
+    def reset_all(cls) -> None:
+        """Forget every named queue (tests)."""
+        with cls._named_lock:
+            cls._named.clear()
+
+    # -- producer -------------------------------------------------------------------------------------
+    def add(self, payloads: Sequence[bytes]) -> None:
+        with self._cond:
+            for payload in payloads:
+                self._append(payload)
+            self._cond.notify_all()
+
+    def add_raw(self, payload: bytes | None) -> str:
+        """Append an entry without a sample field, as a hand-written malformed entry would be (tests)."""
+        with self._cond:
+            entry_id = self._append(payload)
+            self._cond.notify_all()
+            return entry_id
+
+    def _append(self, payload: bytes | None) -> str:
+        now = int(time.time() * 1000)
+        if now <= self._last_ms:
+            self._seq += 1
+        else:
+            self._last_ms, self._seq = now, 0
+        entry_id = f"{self._last_ms}-{self._seq}"
+        self._entries[entry_id] = payload
+        self._undelivered.append(entry_id)
+        while len(self._entries) > self._maxlen:
+            self._entries.popitem(last=False)
+        return entry_id
+
+    # -- worker ---------------------------------------------------------------------------------------
+    def ensure_group(self) -> None:
+        with self._cond:
+            self._group = True
+
+    def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
+        deadline = time.monotonic() + block_ms / 1000
+        with self._cond:
+            while True:
+                fresh: list[Entry] = []
+                now = time.monotonic()
+                while self._undelivered and len(fresh) < count:
+                    entry_id = self._undelivered.popleft()
+                    if entry_id in self._entries:  # else trimmed before anyone read it
+                        self._pel[entry_id] = [consumer, now, 1]
+                        fresh.append(Entry(entry_id, self._entries[entry_id], 1))
+                if fresh:
+                    return fresh
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                self._cond.wait(remaining)
+
+    def claim_stale(self, consumer: str, min_idle_ms: int, count: int) -> tuple[list[Entry], list[str]]:
+        now = time.monotonic()
+        claimed: list[Entry] = []
+        gone: list[str] = []
+        with self._cond:
+            for entry_id, state in list(self._pel.items()):
+                if len(claimed) >= count:
+                    break
+                if (now - state[1]) * 1000 < min_idle_ms:
+                    continue
+                if entry_id not in self._entries:
+                    del self._pel[entry_id]
+                    gone.append(entry_id)
+                    continue
+                state[0], state[1], state[2] = consumer, now, state[2] + 1
+                claimed.append(Entry(entry_id, self._entries[entry_id], state[2]))
+        return claimed, gone
+
+    def ack(self, ids: Sequence[str]) -> None:
+        with self._cond:
+            for entry_id in ids:
+                self._pel.pop(entry_id, None)
+
+    def dead_letter(self, entry: Entry, error: str) -> None:
+        with self._cond:
+            self._dead.append(
+                {"id": entry.id, "error": error, "deliveries": entry.deliveries, "payload": entry.payload}
+            )
+            self._pel.pop(entry.id, None)
+
+    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float]) -> bool:
+        with self._cond:
+            if sample_id in self._applied:
+                return False
+            self._applied.add(sample_id)
+            self._scores.append(record)
+            for metric, value in values.items():
+                total = self._totals.setdefault(metric, [0, 0.0])
+                total[0] += 1
+                total[1] += float(value)
+            return True
+
+    def stats(self) -> QueueStats:
+        with self._cond:
+            lag = sum(1 for i in self._undelivered if i in self._entries)
+            return QueueStats(len(self._entries), len(self._pel), lag, len(self._dead))
+
+    def totals(self) -> dict[str, tuple[int, float]]:
+        with self._cond:
+            return {m: (int(t[0]), t[1]) for m, t in self._totals.items()}
+
+    def recent_scores(self, count: int) -> list[bytes]:
+        with self._cond:
+            return list(reversed(self._scores))[:count]
+
+    def dead_letters(self, count: int) -> list[dict[str, Any]]:
+        with self._cond:
+            return list(reversed(self._dead))[:count]
+
+    def heartbeat(self, worker: str) -> None:
+        with self._cond:
+            self._workers[worker] = time.time()
+
+    def live_workers(self, max_age_seconds: float) -> dict[str, float]:
+        horizon = time.time() - max_age_seconds
+        with self._cond:
+            return {w: at for w, at in self._workers.items() if at >= horizon}

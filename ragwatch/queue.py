@@ -1,0 +1,127 @@
+"""The sample queue contract, shared by the Redis Stream backend and the in-process memory backend.
+
+Semantics are those of a Redis Stream read through a consumer group: entries are delivered at least once;
+an entry stays *pending* until acknowledged; a pending entry idle for too long can be claimed by another
+consumer (its delivery count grows); entries that fail too often go to a dead-letter stream. Applying a
+score is idempotent per sample id, so a redelivered sample is never counted twice.
+
+``open_queue(url, service)`` picks the backend from the URL:
+
+- ``memory://`` (or ``memory://name``): in-process, shared by everything in the process using the same
+  name — the embedded default for tests, the demo and single-process use;
+- ``redis://``, ``rediss://`` (TLS), ``unix://``: one Redis, password or ACL user in the URL;
+- ``redis+sentinel://[user:password@]host:port[,host:port…]/master-name[/db]``: Sentinel;
+- ``redis+cluster://[user:password@]host:port``: Redis Cluster (keys carry a ``{service}`` hash tag).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["DEFAULT_QUEUE_URL", "Entry", "Queue", "QueueStats", "open_queue"]
+
+DEFAULT_QUEUE_URL = "memory://"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One delivered stream entry. ``payload`` is None when the entry is malformed (no sample field)."""
+
+    id: str
+    payload: bytes | None
+    deliveries: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    length: int  # entries in the stream (bounded by MAXLEN)
+    pending: int  # delivered to a worker, not yet acknowledged
+    lag: int  # entries not yet delivered to any worker of the group
+    dead: int  # entries in the dead-letter stream
+
+
+class Queue(ABC):
+    """A service's sample stream plus the stores the worker writes (scores, totals, dead letters)."""
+
+    service: str
+    url: str
+
+    # -- producer side ----------------------------------------------------------------------------------
+    @abstractmethod
+    def add(self, payloads: Sequence[bytes]) -> None:
+        """Append encoded samples in one round trip; raises :class:`QueueError` when that fails."""
+
+    # -- worker side ------------------------------------------------------------------------------------
+    @abstractmethod
+    def ensure_group(self) -> None:
+        """Create the consumer group (and the stream) if missing, starting from the oldest entry."""
+
+    @abstractmethod
+    def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
+        """New entries for ``consumer``, waiting up to ``block_ms`` when there are none."""
+
+    @abstractmethod
+    def claim_stale(self, consumer: str, min_idle_ms: int, count: int) -> tuple[list[Entry], list[str]]:
+        """Take over entries pending longer than ``min_idle_ms`` (crashed workers); returns the entries and
+        the ids of pending entries whose data was already trimmed away (acknowledged here, counted lost)."""
+
+    @abstractmethod
+    def ack(self, ids: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def dead_letter(self, entry: Entry, error: str) -> None:
+        """Move an entry to the dead-letter stream with its error, and acknowledge it, atomically."""
+
+    @abstractmethod
+    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float]) -> bool:
+        """Store a score record and add ``values`` to the per-metric totals — once per sample id.
+        Returns False (and changes nothing) when this sample was applied before."""
+
+    @abstractmethod
+    def stats(self) -> QueueStats: ...
+
+    @abstractmethod
+    def totals(self) -> dict[str, tuple[int, float]]:
+        """Per metric: (number of scores, sum of scores), exactly once per sample."""
+
+    @abstractmethod
+    def recent_scores(self, count: int) -> list[bytes]:
+        """The newest ``count`` score records, newest first."""
+
+    @abstractmethod
+    def dead_letters(self, count: int) -> list[dict[str, Any]]:
+        """The newest dead letters: ``{"id", "error", "deliveries", "payload"}``."""
+
+    @abstractmethod
+    def heartbeat(self, worker: str) -> None:
+        """Record that ``worker`` is alive now (for health checks)."""
+
+    @abstractmethod
+    def live_workers(self, max_age_seconds: float) -> dict[str, float]:
+        """Workers that sent a heartbeat in the last ``max_age_seconds``, with its unix time."""
+
+    def close(self) -> None:  # noqa: B027 - optional: only backends holding connections override it
+        """Release connections; the queue may not be used afterwards."""
+
+
+def open_queue(url: str | None, service: str, **options: Any) -> Queue:
+    """The queue backend for ``url`` (``None`` → the memory backend)."""
+    url = url or DEFAULT_QUEUE_URL
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "memory":
+        from .memory_queue import MemoryQueue
+
+        return MemoryQueue.named(url, service, **options)
+    if scheme in ("redis", "rediss", "unix", "redis+sentinel", "redis+cluster"):
+        from .redis_queue import RedisQueue
+
+        return RedisQueue(url, service, **options)
+    raise ConfigError(
+        f"queue URL scheme {scheme!r} is not supported; use memory://, redis://, rediss://, unix://, "
+        "redis+sentinel:// or redis+cluster://"
+    )

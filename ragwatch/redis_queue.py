@@ -1,0 +1,263 @@
+"""The Redis Stream backend of :class:`~ragwatch.queue.Queue`.
+
+One stream per service (``XADD … MAXLEN ~`` keeps Redis memory bounded), one consumer group for all of
+its workers, ``XAUTOCLAIM`` for entries a crashed worker left pending, a dead-letter stream, and a Lua
+script that applies a score exactly once per sample id. Every redis-py error is translated into
+:class:`~ragwatch.errors.QueueError` here and nowhere else; every call has a socket timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis
+from redis.exceptions import RedisError, ResponseError
+
+from .errors import ConfigError, QueueError
+from .keys import GROUP, Keys
+from .queue import Entry, Queue, QueueStats
+
+__all__ = ["RedisQueue", "connect"]
+
+FIELD = "s"  # the stream entry field holding the encoded sample
+
+# KEYS: applied-marker, scores stream, totals hash. ARGV: ttl, scores maxlen, record, metric, value, ...
+_APPLY = """
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'r', ARGV[3])
+for i = 4, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[3], ARGV[i] .. ':n', 1)
+  redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i] .. ':sum', ARGV[i + 1])
+end
+return 1
+"""
+
+
+def connect(url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> Any:
+    """A redis-py client for any supported URL form (see :mod:`ragwatch.queue`)."""
+    options: dict[str, Any] = {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": connect_timeout,
+        "health_check_interval": 30,
+    }
+    scheme = url.split(":", 1)[0].lower()
+    try:
+        if scheme == "redis+cluster":
+            from redis.cluster import RedisCluster
+
+            return RedisCluster.from_url("redis" + url[len("redis+cluster") :], **options)
+        if scheme == "redis+sentinel":
+            return _sentinel(url, options)
+        return redis.Redis.from_url(url, **options)
+    except (ValueError, RedisError) as exc:
+        raise ConfigError(f"invalid Redis URL {_safe(url)!r}: {exc}") from None
+
+
+def _sentinel(url: str, options: dict[str, Any]) -> Any:
+    from redis.sentinel import Sentinel
+
+    parts = urlsplit(url)
+    hosts = parts.netloc.rsplit("@", 1)[-1]
+    nodes = []
+    for host in hosts.split(","):
+        name, _, port = host.partition(":")
+        nodes.append((name, int(port or 26379)))
+    path = [p for p in parts.path.split("/") if p]
+    if not path:
+        raise ConfigError("redis+sentinel:// URL needs the master name as its path: …/mymaster[/db]")
+    auth = {}
+    if parts.username:
+        auth["username"] = unquote(parts.username)
+    if parts.password:
+        auth["password"] = unquote(parts.password)
+    db = int(path[1]) if len(path) > 1 else 0
+    sentinel = Sentinel(nodes, sentinel_kwargs=dict(options), **options, **auth)
+    return sentinel.master_for(path[0], db=db)
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@")
+    return url
+
+
+@contextlib.contextmanager
+def _translated(what: str) -> Iterator[None]:
+    try:
+        yield
+    except RedisError as exc:
+        raise QueueError(f"redis {what} failed: {type(exc).__name__}: {exc}") from exc
+
+
+class RedisQueue(Queue):
+    def __init__(
+        self,
+        url: str,
+        service: str,
+        *,
+        maxlen: int = 100_000,
+        scores_maxlen: int = 100_000,
+        dead_maxlen: int = 10_000,
+        applied_ttl_seconds: int = 7 * 24 * 3600,
+        socket_timeout: float = 5.0,
+        client: Any = None,
+    ) -> None:
+        self.url = _safe(url)
+        self.service = service
+        self.keys = Keys(service)
+        self._maxlen = maxlen
+        self._scores_maxlen = scores_maxlen
+        self._dead_maxlen = dead_maxlen
+        self._applied_ttl = applied_ttl_seconds
+        self.client = client if client is not None else connect(url, socket_timeout=socket_timeout)
+        self._apply = self.client.register_script(_APPLY)
+
+    def __repr__(self) -> str:
+        return f"RedisQueue({self.url!r}, service={self.service!r})"
+
+    def add(self, payloads: Sequence[bytes]) -> None:
+        if not payloads:
+            return
+        with _translated("XADD"):
+            pipe = self.client.pipeline(transaction=False)
+            for payload in payloads:
+                pipe.xadd(self.keys.samples, {FIELD: payload}, maxlen=self._maxlen, approximate=True)
+            pipe.execute()
+
+    def ensure_group(self) -> None:
+        try:
+            self.client.xgroup_create(self.keys.samples, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise QueueError(f"redis XGROUP CREATE failed: {exc}") from exc
+        except RedisError as exc:
+            raise QueueError(f"redis XGROUP CREATE failed: {exc}") from exc
+
+    def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
+        with _translated("XREADGROUP"):
+            reply = self.client.xreadgroup(
+                GROUP, consumer, {self.keys.samples: ">"}, count=count, block=max(1, block_ms)
+            )
+        entries: list[Entry] = []
+        for _stream, items in reply or ():
+            for entry_id, fields in items:
+                entries.append(Entry(_text(entry_id), _payload(fields), 1))
+        return entries
+
+    def claim_stale(self, consumer: str, min_idle_ms: int, count: int) -> tuple[list[Entry], list[str]]:
+        with _translated("XAUTOCLAIM"):
+            reply = self.client.xautoclaim(self.keys.samples, GROUP, consumer, min_idle_ms, start_id="0-0", count=count)
+            items = reply[1]
+            gone = [_text(i) for i in (reply[2] if len(reply) > 2 else ())]
+            if gone:
+                self.client.xack(self.keys.samples, GROUP, *gone)
+            if not items:
+                return [], gone
+            pipe = self.client.pipeline(transaction=False)
+            for entry_id, _fields in items:
+                pipe.xpending_range(self.keys.samples, GROUP, min=entry_id, max=entry_id, count=1)
+            counts = pipe.execute()
+        entries = []
+        for (entry_id, fields), pending in zip(items, counts, strict=True):
+            deliveries = int(pending[0]["times_delivered"]) if pending else 1
+            entries.append(Entry(_text(entry_id), _payload(fields), deliveries))
+        return entries, gone
+
+    def ack(self, ids: Sequence[str]) -> None:
+        if ids:
+            with _translated("XACK"):
+                self.client.xack(self.keys.samples, GROUP, *ids)
+
+    def dead_letter(self, entry: Entry, error: str) -> None:
+        fields = {"id": entry.id, "error": error[:2000], "deliveries": entry.deliveries, "at": time.time()}
+        if entry.payload is not None:
+            fields[FIELD] = entry.payload
+        with _translated("dead-letter"):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xadd(self.keys.dead, fields, maxlen=self._dead_maxlen, approximate=True)
+            pipe.xack(self.keys.samples, GROUP, entry.id)
+            pipe.execute()
+
+    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float]) -> bool:
+        args: list[Any] = [self._applied_ttl, self._scores_maxlen, record]
+        for metric, value in values.items():
+            args += [metric, repr(float(value))]
+        keys = [self.keys.applied(sample_id), self.keys.scores, self.keys.totals]
+        with _translated("apply"):
+            return bool(self._apply(keys=keys, args=args))
+
+    def stats(self) -> QueueStats:
+        with _translated("stats"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.xlen(self.keys.samples)
+            pipe.xlen(self.keys.dead)
+            length, dead = pipe.execute()
+            pending = lag = 0
+            try:
+                groups = self.client.xinfo_groups(self.keys.samples)
+            except ResponseError:  # no stream yet
+                groups = []
+        for group in groups:
+            if _text(group.get("name")) == GROUP:
+                pending = int(group.get("pending") or 0)
+                lag = int(group.get("lag") or 0)
+        return QueueStats(int(length), pending, lag, int(dead))
+
+    def totals(self) -> dict[str, tuple[int, float]]:
+        with _translated("HGETALL"):
+            raw = self.client.hgetall(self.keys.totals)
+        out: dict[str, list[float]] = {}
+        for key, value in raw.items():
+            metric, _, kind = _text(key).rpartition(":")
+            slot = out.setdefault(metric, [0, 0.0])
+            slot[0 if kind == "n" else 1] = float(value)
+        return {m: (int(n), s) for m, (n, s) in out.items()}
+
+    def recent_scores(self, count: int) -> list[bytes]:
+        with _translated("XREVRANGE"):
+            items = self.client.xrevrange(self.keys.scores, count=count)
+        return [fields[b"r"] for _id, fields in items]
+
+    def dead_letters(self, count: int) -> list[dict[str, Any]]:
+        with _translated("XREVRANGE"):
+            items = self.client.xrevrange(self.keys.dead, count=count)
+        return [
+            {
+                "id": _text(f.get(b"id")),
+                "error": _text(f.get(b"error")),
+                "deliveries": int(f.get(b"deliveries", 0)),
+                "payload": f.get(FIELD.encode()),
+            }
+            for _id, f in items
+        ]
+
+    def heartbeat(self, worker: str) -> None:
+        with _translated("heartbeat"):
+            self.client.hset(self.keys.workers, worker, time.time())
+
+    def live_workers(self, max_age_seconds: float) -> dict[str, float]:
+        with _translated("HGETALL"):
+            raw = self.client.hgetall(self.keys.workers)
+        horizon = time.time() - max_age_seconds
+        return {_text(k): float(v) for k, v in raw.items() if float(v) >= horizon}
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _payload(fields: Any) -> bytes | None:
+    if not isinstance(fields, dict):
+        return None
+    value = fields.get(FIELD.encode(), fields.get(FIELD))
+    return value if isinstance(value, bytes) else None

@@ -1,0 +1,144 @@
+"""One contract, two backends: the memory queue must behave like the Redis Stream queue."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ragwatch.errors import ConfigError, QueueError
+from ragwatch.queue import Queue, open_queue
+
+
+@pytest.fixture(params=["memory", "redis"])
+def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
+    if request.param == "memory":
+        q = open_queue("memory://contract", "svc", maxlen=50)
+    else:
+        url = request.getfixturevalue("redis_url")
+        q = open_queue(url, "svc", maxlen=50)
+    q.ensure_group()
+    yield q
+    q.close()
+
+
+def test_add_read_ack(queue: Queue) -> None:
+    queue.add([b"one", b"two", b"three"])
+    entries = queue.read("w1", count=2, block_ms=100)
+    assert [e.payload for e in entries] == [b"one", b"two"]
+    assert all(e.deliveries == 1 for e in entries)
+    rest = queue.read("w2", count=10, block_ms=100)
+    assert [e.payload for e in rest] == [b"three"]  # each entry goes to one consumer of the group
+    stats = queue.stats()
+    assert (stats.length, stats.pending, stats.lag) == (3, 3, 0)
+    queue.ack([e.id for e in entries + rest])
+    assert queue.stats().pending == 0
+    assert queue.read("w1", count=10, block_ms=50) == []
+
+
+def test_read_blocks_then_returns_empty(queue: Queue) -> None:
+    started = time.monotonic()
+    assert queue.read("w1", count=1, block_ms=200) == []
+    assert time.monotonic() - started >= 0.15
+
+
+def test_lag_counts_undelivered(queue: Queue) -> None:
+    queue.add([b"a", b"b", b"c", b"d"])
+    queue.read("w1", count=1, block_ms=10)
+    assert queue.stats().lag == 3
+
+
+def test_stale_entries_are_claimed_with_growing_delivery_count(queue: Queue) -> None:
+    queue.add([b"x"])
+    (first,) = queue.read("crashed", count=1, block_ms=100)
+    assert queue.claim_stale("rescuer", min_idle_ms=10_000, count=10) == ([], [])  # not idle long enough
+    time.sleep(0.06)
+    claimed, gone = queue.claim_stale("rescuer", min_idle_ms=50, count=10)
+    assert gone == []
+    assert [(e.id, e.payload, e.deliveries) for e in claimed] == [(first.id, b"x", 2)]
+    time.sleep(0.06)
+    (again,), _ = queue.claim_stale("rescuer-2", min_idle_ms=50, count=10)
+    assert again.deliveries == 3
+
+
+def test_trimmed_pending_entries_are_reported_gone(queue: Queue) -> None:
+    queue.add([b"old"])
+    (old,) = queue.read("crashed", count=1, block_ms=100)
+    queue.add([f"new-{i}".encode() for i in range(300)])  # MAXLEN ~50 trims the old entry away
+    time.sleep(0.06)
+    claimed, gone = queue.claim_stale("rescuer", min_idle_ms=50, count=500)
+    assert old.id in gone
+    assert old.id not in [e.id for e in claimed]
+    assert queue.stats().length < 300
+
+
+def test_dead_letter_acks_and_keeps_the_error(queue: Queue) -> None:
+    queue.add([b"poison"])
+    (entry,) = queue.read("w1", count=1, block_ms=100)
+    queue.dead_letter(entry, "ValueError: cannot score")
+    assert queue.stats().pending == 0
+    assert queue.stats().dead == 1
+    (letter,) = queue.dead_letters(10)
+    assert letter["id"] == entry.id and letter["payload"] == b"poison"
+    assert letter["error"] == "ValueError: cannot score"
+
+
+def test_apply_is_idempotent_per_sample(queue: Queue) -> None:
+    assert queue.apply("s1", b'{"r":1}', {"faithfulness": 0.5, "cp3": 1.0}) is True
+    assert queue.apply("s1", b'{"r":1}', {"faithfulness": 0.5, "cp3": 1.0}) is False  # redelivered
+    assert queue.apply("s2", b'{"r":2}', {"faithfulness": 0.25}) is True
+    totals = queue.totals()
+    assert totals["faithfulness"] == (2, pytest.approx(0.75))
+    assert totals["cp3"] == (1, pytest.approx(1.0))
+    assert queue.recent_scores(10) == [b'{"r":2}', b'{"r":1}']
+
+
+def test_ensure_group_is_idempotent(queue: Queue) -> None:
+    queue.ensure_group()
+    queue.add([b"a"])
+    queue.ensure_group()
+    assert len(queue.read("w", count=5, block_ms=50)) == 1
+
+
+def test_heartbeats(queue: Queue) -> None:
+    queue.heartbeat("worker-a")
+    assert set(queue.live_workers(30)) == {"worker-a"}
+    assert queue.live_workers(-1) == {}
+
+
+def test_unknown_scheme_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="kafka"):
+        open_queue("kafka://broker", "svc")
+
+
+def test_redis_down_raises_queue_error() -> None:
+    from tests.servers import free_port
+
+    q = open_queue(f"redis://127.0.0.1:{free_port()}/0", "svc", socket_timeout=0.5)
+    with pytest.raises(QueueError, match="XADD"):
+        q.add([b"x"])
+
+
+def test_password_and_acl_user(tmp_path_factory: pytest.TempPathFactory) -> None:
+    import redis
+
+    from tests.servers import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis-auth"), password="s3cret")
+    server.start()
+    try:
+        admin = redis.Redis.from_url(server.url)
+        admin.acl_setuser("scorer", enabled=True, passwords=["+pw"], keys=["ragwatch:*"], commands=["+@all"])
+        admin.close()
+        for url in (server.url, f"redis://scorer:pw@127.0.0.1:{server.port}/0"):
+            q = open_queue(url, "svc")
+            q.ensure_group()
+            q.add([b"x"])
+            assert q.read("w", 1, 100)[0].payload == b"x"
+            assert "s3cret" not in repr(q) and ":pw@" not in repr(q)
+            q.close()
+        with pytest.raises(QueueError):
+            open_queue(f"redis://:wrong@127.0.0.1:{server.port}/0", "svc").add([b"x"])
+    finally:
+        server.stop()
