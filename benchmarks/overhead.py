@@ -26,6 +26,9 @@ Variants:
     The same with ``tracing=False``.
 ``bare otel span x1``
     One empty ``start_as_current_span``, for orientation.
+``prom by hand (metrics only)``
+    The Prometheus half of the baseline alone, for orientation: the floor under ragwatch's metrics-only
+    mode on this machine (absolute microseconds vary with the machine; this row moves with them).
 
 Tracer providers: an SDK ``TracerProvider`` with a ``BatchSpanProcessor(max_queue_size=2048)`` around an
 exporter that drops every batch and returns SUCCESS — a realistic set-up whose queue is bounded.
@@ -36,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
+import hashlib
 import json
 import os
 import platform
@@ -76,6 +80,7 @@ BARE = "bare"
 RW_FULL = "ragwatch (tracing+metrics)"
 RW_METRICS = "ragwatch (metrics only)"
 SPAN_ONLY = "bare otel span x1"
+HAND_METRICS = "prom by hand (metrics only)"
 
 
 # ------------------------------------------------------------------------------------------- workload
@@ -161,7 +166,6 @@ class Variant:
     provider: TracerProvider | None = None
     exporter: DroppingExporter | None = None
     samples: list[int] = field(default_factory=list)
-    spans_started: int = 0  # spans the timed requests opened (for the dropped-spans note)
 
     def close(self) -> None:
         if self.provider is not None:
@@ -173,49 +177,55 @@ def bare_variant() -> Variant:
     return Variant(BARE, lambda: answer(_QUESTION))
 
 
+class HandMetrics:
+    """The Prometheus side of the hand-written versions: families registered once, children bound up front."""
+
+    def __init__(self) -> None:
+        registry = CollectorRegistry()
+        stage = Histogram(
+            "rag_stage_duration_seconds",
+            "Duration of one pipeline stage by outcome.",
+            ["service", "stage", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.request_ok = stage.labels(SERVICE, "request", "ok")
+        self.request_err = stage.labels(SERVICE, "request", "error")
+        self.retrieve_ok = stage.labels(SERVICE, "retrieve", "ok")
+        self.retrieve_err = stage.labels(SERVICE, "retrieve", "error")
+        self.generate_ok = stage.labels(SERVICE, "generate", "ok")
+        self.generate_err = stage.labels(SERVICE, "generate", "error")
+        self.chunks = Histogram(
+            "rag_retrieved_chunks",
+            "Chunks per retriever call.",
+            ["service"],
+            buckets=CHUNK_BUCKETS,
+            registry=registry,
+        ).labels(SERVICE)
+        self._tokens = Counter("rag_tokens", "LLM tokens.", ["service", "model", "kind"], registry=registry)
+        self._cost = Counter("rag_cost_usd", "LLM spend in USD.", ["service", "model"], registry=registry)
+        # The response names the dated model; a careful version caches its children per model name.
+        self._by_model: dict[str, tuple[Any, Any, Any]] = {}
+        self.model(RESPONSE_MODEL)  # bound up front
+
+    def model(self, model: str) -> tuple[Any, Any, Any]:
+        """(input tokens, output tokens, cost) children of one model."""
+        children = self._by_model.get(model)
+        if children is None:
+            children = self._by_model[model] = (
+                self._tokens.labels(SERVICE, model, "input"),
+                self._tokens.labels(SERVICE, model, "output"),
+                self._cost.labels(SERVICE, model),
+            )
+        return children
+
+
 def handwritten_variant() -> Variant:
     """The baseline: what a careful engineer writes by hand to get the same spans and metrics."""
     provider, exporter = make_provider()
     tracer: Tracer = provider.get_tracer("bench.handwritten", "1.0")
-    registry = CollectorRegistry()
+    m = HandMetrics()
     perf = time.perf_counter
-
-    stage = Histogram(
-        "rag_stage_duration_seconds",
-        "Duration of one pipeline stage by outcome.",
-        ["service", "stage", "outcome"],
-        buckets=LATENCY_BUCKETS,
-        registry=registry,
-    )
-    request_ok = stage.labels(SERVICE, "request", "ok")
-    request_err = stage.labels(SERVICE, "request", "error")
-    retrieve_ok = stage.labels(SERVICE, "retrieve", "ok")
-    retrieve_err = stage.labels(SERVICE, "retrieve", "error")
-    generate_ok = stage.labels(SERVICE, "generate", "ok")
-    generate_err = stage.labels(SERVICE, "generate", "error")
-    chunks_hist = Histogram(
-        "rag_retrieved_chunks",
-        "Chunks per retriever call.",
-        ["service"],
-        buckets=CHUNK_BUCKETS,
-        registry=registry,
-    ).labels(SERVICE)
-    tokens = Counter("rag_tokens", "LLM tokens.", ["service", "model", "kind"], registry=registry)
-    cost_usd = Counter("rag_cost_usd", "LLM spend in USD.", ["service", "model"], registry=registry)
-    # The response names the dated model; a careful version caches its children per model name.
-    by_model: dict[str, tuple[Any, Any, Any]] = {}
-
-    def model_children(model: str) -> tuple[Any, Any, Any]:
-        children = by_model.get(model)
-        if children is None:
-            children = by_model[model] = (
-                tokens.labels(SERVICE, model, "input"),
-                tokens.labels(SERVICE, model, "output"),
-                cost_usd.labels(SERVICE, model),
-            )
-        return children
-
-    model_children(RESPONSE_MODEL)  # bound up front
 
     def retrieve_traced(question: str, top_k: int = TOP_K) -> list[dict[str, Any]]:
         with tracer.start_as_current_span(
@@ -227,11 +237,11 @@ def handwritten_variant() -> Variant:
             try:
                 docs = retrieve(question, top_k)
             except BaseException:
-                retrieve_err.observe(perf() - start)
+                m.retrieve_err.observe(perf() - start)
                 raise
-            retrieve_ok.observe(perf() - start)
+            m.retrieve_ok.observe(perf() - start)
             count = len(docs)
-            chunks_hist.observe(count)
+            m.chunks.observe(count)
             ids = tuple(d["id"] for d in docs)
             scores = tuple(d["score"] for d in docs)
             span.set_attribute("ragwatch.retrieval.chunk_count", count)
@@ -257,15 +267,15 @@ def handwritten_variant() -> Variant:
             try:
                 response = generate(question, chunks)
             except BaseException:
-                generate_err.observe(perf() - start)
+                m.generate_err.observe(perf() - start)
                 raise
-            generate_ok.observe(perf() - start)
+            m.generate_ok.observe(perf() - start)
             model = response.get("model") or REQUESTED_MODEL
             usage = response["usage"]
             input_tokens = usage["prompt_tokens"]
             output_tokens = usage["completion_tokens"]
             cost = (input_tokens * PRICE_IN + output_tokens * PRICE_OUT) / 1e6
-            tokens_in, tokens_out, cost_child = model_children(model)
+            tokens_in, tokens_out, cost_child = m.model(model)
             tokens_in.inc(input_tokens)
             tokens_out.inc(output_tokens)
             cost_child.inc(cost)
@@ -287,12 +297,60 @@ def handwritten_variant() -> Variant:
             try:
                 text = inner(question)
             except BaseException:
-                request_err.observe(perf() - start)
+                m.request_err.observe(perf() - start)
                 raise
-            request_ok.observe(perf() - start)
+            m.request_ok.observe(perf() - start)
             return text
 
     return Variant(BASELINE, lambda: answer(_QUESTION), provider, exporter)
+
+
+def handwritten_metrics_variant() -> Variant:
+    """For orientation: the Prometheus half of the baseline alone — the floor under ragwatch's metrics-only mode."""
+    m = HandMetrics()
+    perf = time.perf_counter
+
+    def retrieve_timed(question: str, top_k: int = TOP_K) -> list[dict[str, Any]]:
+        start = perf()
+        try:
+            docs = retrieve(question, top_k)
+        except BaseException:
+            m.retrieve_err.observe(perf() - start)
+            raise
+        m.retrieve_ok.observe(perf() - start)
+        m.chunks.observe(len(docs))
+        return docs
+
+    def generate_timed(question: str, chunks: list[dict[str, Any]]) -> dict[str, Any]:
+        start = perf()
+        try:
+            response = generate(question, chunks)
+        except BaseException:
+            m.generate_err.observe(perf() - start)
+            raise
+        m.generate_ok.observe(perf() - start)
+        usage = response["usage"]
+        input_tokens = usage["prompt_tokens"]
+        output_tokens = usage["completion_tokens"]
+        tokens_in, tokens_out, cost_child = m.model(response.get("model") or REQUESTED_MODEL)
+        tokens_in.inc(input_tokens)
+        tokens_out.inc(output_tokens)
+        cost_child.inc((input_tokens * PRICE_IN + output_tokens * PRICE_OUT) / 1e6)
+        return response
+
+    inner = make_pipeline(retrieve_timed, generate_timed)
+
+    def answer(question: str) -> str:
+        start = perf()
+        try:
+            text = inner(question)
+        except BaseException:
+            m.request_err.observe(perf() - start)
+            raise
+        m.request_ok.observe(perf() - start)
+        return text
+
+    return Variant(HAND_METRICS, lambda: answer(_QUESTION))
 
 
 def ragwatch_variant(tracing: bool) -> Variant:
@@ -322,7 +380,7 @@ def span_only_variant() -> Variant:
     return Variant(SPAN_ONLY, one_span, provider, exporter)
 
 
-SPANS_PER_REQUEST = {BARE: 0, BASELINE: 3, RW_FULL: 3, RW_METRICS: 0, SPAN_ONLY: 1}
+SPANS_PER_REQUEST = {BARE: 0, BASELINE: 3, RW_FULL: 3, RW_METRICS: 0, SPAN_ONLY: 1, HAND_METRICS: 0}
 
 
 def build_variants() -> list[Variant]:
@@ -332,16 +390,16 @@ def build_variants() -> list[Variant]:
         ragwatch_variant(tracing=True),
         ragwatch_variant(tracing=False),
         span_only_variant(),
+        handwritten_metrics_variant(),
     ]
 
 
 def check_variants(variants: list[Variant]) -> None:
     """Every pipeline variant must return the same answer; a broken wrapper would otherwise look fast."""
     for v in variants:
-        if v.name != SPAN_ONLY:
-            got = v.request()
-            if got != _ANSWER:
-                raise SystemExit(f"variant {v.name!r} returned {got!r}, expected the answer text")
+        got = v.request()  # one untimed request each, counted with the warm-up
+        if v.name != SPAN_ONLY and got != _ANSWER:
+            raise SystemExit(f"variant {v.name!r} returned {got!r}, expected the answer text")
 
 
 # ------------------------------------------------------------------------------------------- timing
@@ -406,7 +464,21 @@ def header_lines() -> list[str]:
         f"cpus:    {os.cpu_count()} (usable by this process: {affinity})",
         f"ragwatch {ragwatch.__version__}, opentelemetry-sdk {version('opentelemetry-sdk')}, "
         f"prometheus-client {version('prometheus-client')}",
+        f"ragwatch source: {source_fingerprint()}",
     ]
+
+
+def source_fingerprint() -> str:
+    """Which ragwatch code was measured: a hash of its .py files (it has no commit to name yet)."""
+    package = Path(ragwatch.__file__).resolve().parent
+    files = sorted(package.rglob("*.py"))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.relative_to(package).as_posix().encode())
+        digest.update(f.read_bytes())
+    newest = max(f.stat().st_mtime for f in files)
+    stamp = dt.datetime.fromtimestamp(newest, dt.timezone.utc).isoformat(timespec="seconds")
+    return f"{package} sha256:{digest.hexdigest()[:12]} (newest file {stamp})"
 
 
 def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
@@ -435,7 +507,7 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     Console(width=max(130, len(title) + 4)).print(table)
 
 
-def report(variants: list[Variant], wall: float, batch: int) -> dict[str, Any]:
+def report(variants: list[Variant], wall: float, batch: int, untimed: int) -> dict[str, Any]:
     stats: dict[str, dict[str, float]] = {}
     for v in variants:
         s = sorted(v.samples)
@@ -471,12 +543,13 @@ def report(variants: list[Variant], wall: float, batch: int) -> dict[str, Any]:
     for v in variants:
         if v.exporter is not None and v.provider is not None:
             v.provider.force_flush()
-    dropped = [f"{v.name}: {v.exporter.exported:,} spans exported" for v in variants if v.exporter is not None]
-    if dropped:
-        print(
-            "span export (incl. warm-up; BatchSpanProcessor drops spans when its 2048 queue is full): "
-            + "; ".join(dropped)
-        )
+    exported = [
+        f"{v.name} {v.exporter.exported:,} of {SPANS_PER_REQUEST[v.name] * (len(v.samples) + untimed):,}"
+        for v in variants
+        if v.exporter is not None
+    ]
+    if exported:
+        print("spans reaching the exporter (the rest were dropped by a full queue): " + "; ".join(exported))
     full = stats[RW_FULL]["p50_us"] / base
     metrics_only = stats[RW_METRICS]["overhead_p50_us"]
     full_over = stats[RW_FULL]["overhead_p50_us"]
@@ -489,6 +562,12 @@ def report(variants: list[Variant], wall: float, batch: int) -> dict[str, Any]:
         f"metrics-only overhead over bare p50 = {metrics_only:.1f} µs (target ≤ 8 µs) "
         f"{'PASS' if metrics_only <= 8 else 'FAIL'}"
     )
+    hand_metrics = stats[HAND_METRICS]["overhead_p50_us"]
+    if hand_metrics > 0:
+        print(
+            f"(for reference: metrics-only overhead, ragwatch {metrics_only:.1f} µs vs Prometheus by hand "
+            f"{hand_metrics:.1f} µs = {metrics_only / hand_metrics:.2f}×)"
+        )
     if base_over > 0:
         print(
             f"(for reference: overhead-only ratio, ragwatch tracing+metrics vs baseline = {full_over / base_over:.2f}×)"
@@ -611,7 +690,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"warming up ({args.warmup:,} requests per variant), then timing...", file=sys.stderr, flush=True)
     wall = measure(variants, args.requests, args.batch, args.warmup)
     print()
-    stats = report(variants, wall, args.batch)
+    stats = report(variants, wall, args.batch, args.warmup + 1)
     for v in variants:
         v.close()
     if args.json:
