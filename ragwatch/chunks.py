@@ -15,9 +15,8 @@ import hashlib
 import math
 import numbers
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from ragwatch.errors import ChunkError
 
@@ -38,14 +37,15 @@ _SCORE_KEYS = ("score", "similarity", "relevance_score")
 _LIST_KEYS = ("documents", "chunks", "nodes", "results")
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(NamedTuple):
     """One retrieved passage, as every later stage of ragwatch sees it.
 
     ``rank`` is 1-based and follows the retriever's own order, because rank-sensitive metrics (hit@k, MRR)
     need the order the LLM actually saw, not one re-sorted by score. ``score`` is whatever relevance number
     the retriever reported (its scale and direction depend on the store); ``None`` when it gave none.
-    ``metadata`` is the caller's own mapping, not a copy: treat it as read-only.
+    ``metadata`` is the caller's own mapping, not a copy: treat it as read-only. A named tuple because
+    building one per retrieved item is on the request path when spans record, and a tuple is the cheapest
+    immutable record Python has.
     """
 
     id: str
@@ -213,6 +213,8 @@ def _looks_like_chunk_object(obj: Any) -> bool:
 
 
 def _as_metadata(value: Any) -> Mapping[str, Any]:
+    if value is None:  # the common case, and isinstance against the Mapping ABC is slow
+        return _EMPTY_METADATA
     return value if isinstance(value, Mapping) and value else _EMPTY_METADATA
 
 

@@ -29,7 +29,7 @@ def _open(begin: Begin, args: tuple, kwargs: dict, guard: Guard, activate: bool)
         return None
     try:
         call = begin(args, kwargs)
-        if activate:
+        if activate and call.active:
             call.activate()
         return call
     except Exception as exc:
@@ -58,10 +58,12 @@ def _sync_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callabl
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
-            call.deactivate()
+            if call.active:
+                call.deactivate()
             call.fail(exc)
             raise
-        call.deactivate()
+        if call.active:
+            call.deactivate()
         return call.done(result)
 
     return wrapper
@@ -75,10 +77,12 @@ def _async_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callab
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
-            call.deactivate()
+            if call.active:
+                call.deactivate()
             call.fail(exc)
             raise
-        call.deactivate()
+        if call.active:
+            call.deactivate()
         return call.done(result)
 
     return wrapper

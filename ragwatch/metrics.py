@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
@@ -24,7 +25,10 @@ __all__ = [
     "METRIC_NAMES",
     "CaptureMetrics",
     "ModelChildren",
+    "ProducerMetrics",
+    "WorkerMetrics",
     "capture_metrics",
+    "families",
 ]
 
 PREFIX = "ragwatch_"
@@ -43,6 +47,19 @@ RETRIEVED_CHUNKS = "ragwatch_retrieved_chunks"
 UNPRICED = "ragwatch_unpriced_calls"
 INTERNAL_ERRORS = "ragwatch_internal_errors"
 BUILD_INFO = "ragwatch_build_info"
+SAMPLING_DECISIONS = "ragwatch_sampling_decisions"
+SAMPLES_ENQUEUED = "ragwatch_samples_enqueued"
+SAMPLES_SENT = "ragwatch_samples_sent"
+SAMPLES_DROPPED = "ragwatch_samples_dropped"
+SAMPLE_BUFFER = "ragwatch_sample_buffer"
+QUEUE_ERRORS = "ragwatch_queue_errors"
+WORKER_ENTRIES = "ragwatch_worker_entries"
+SCORING_DURATION = "ragwatch_scoring_duration_seconds"
+SCORE = "ragwatch_score"
+QUEUE_LENGTH = "ragwatch_queue_length"
+QUEUE_PENDING = "ragwatch_queue_pending"
+QUEUE_LAG = "ragwatch_queue_lag"
+DEAD_LETTERS = "ragwatch_dead_letters"
 
 #: Every family name as it appears in the exposition (counters gain ``_total``).
 METRIC_NAMES: frozenset[str] = frozenset(
@@ -55,6 +72,19 @@ METRIC_NAMES: frozenset[str] = frozenset(
         UNPRICED + "_total",
         INTERNAL_ERRORS + "_total",
         BUILD_INFO,
+        SAMPLING_DECISIONS + "_total",
+        SAMPLES_ENQUEUED + "_total",
+        SAMPLES_SENT + "_total",
+        SAMPLES_DROPPED + "_total",
+        SAMPLE_BUFFER,
+        QUEUE_ERRORS + "_total",
+        WORKER_ENTRIES + "_total",
+        SCORING_DURATION,
+        SCORE,
+        QUEUE_LENGTH,
+        QUEUE_PENDING,
+        QUEUE_LAG,
+        DEAD_LETTERS,
     }
 )
 
@@ -165,28 +195,115 @@ class CaptureMetrics:
         return children
 
 
-_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, CaptureMetrics] = weakref.WeakKeyDictionary()
-_UNREGISTERED: dict[tuple[float, ...], CaptureMetrics] = {}
+class QueueErrorMetrics:
+    """Failed queue operations of producers and workers (both may live in one process and registry)."""
+
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        self.counter = Counter(
+            QUEUE_ERRORS,
+            "Failed queue (Redis) operations by side (producer, worker); all are retried with backoff.",
+            ["service", "side"],
+            registry=registry,
+        )
+
+
+class ProducerMetrics:
+    """Service side of the queue: sampling decisions, the in-process buffer, what was sent or dropped."""
+
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        self.decisions = Counter(
+            SAMPLING_DECISIONS,
+            "Sampling decisions by outcome (sampled or skipped) and the rule that decided.",
+            ["service", "decision", "reason"],
+            registry=registry,
+        )
+        self.enqueued = Counter(
+            SAMPLES_ENQUEUED, "Sampled requests put in the in-process buffer.", ["service"], registry=registry
+        )
+        self.sent = Counter(SAMPLES_SENT, "Samples written to the queue.", ["service"], registry=registry)
+        self.dropped = Counter(
+            SAMPLES_DROPPED,
+            "Samples lost on the service side, by reason (buffer_full, encode_error, shutdown).",
+            ["service", "reason"],
+            registry=registry,
+        )
+        self.buffered = Gauge(
+            SAMPLE_BUFFER,
+            "Samples waiting in the in-process buffer.",
+            ["service"],
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.queue_errors = families(QueueErrorMetrics, registry).counter
+
+
+SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
+
+
+class WorkerMetrics:
+    """Scoring workers: what they processed, how long judges took, the scores, and the queue's state."""
+
+    def __init__(
+        self, registry: CollectorRegistry | None = REGISTRY, latency_buckets: Sequence[float] = DEFAULT_LATENCY_BUCKETS
+    ) -> None:
+        self.entries = Counter(
+            WORKER_ENTRIES,
+            "Stream entries handled by workers, by outcome "
+            "(scored, duplicate, retry, dead_lettered, malformed, trimmed).",
+            ["service", "outcome"],
+            registry=registry,
+        )
+        self.scoring = Histogram(
+            SCORING_DURATION,
+            "Time one judge took to score one sample.",
+            ["service", "judge"],
+            buckets=tuple(latency_buckets),
+            registry=registry,
+        )
+        self.scores = Histogram(
+            SCORE,
+            "Scores by metric (0..1) as judged by the workers.",
+            ["service", "metric"],
+            buckets=SCORE_BUCKETS,
+            registry=registry,
+        )
+        gauge = {"registry": registry, "multiprocess_mode": "max"}
+        self.length = Gauge(QUEUE_LENGTH, "Entries in the sample stream.", ["service"], **gauge)  # type: ignore[arg-type]
+        self.pending = Gauge(
+            QUEUE_PENDING,
+            "Entries delivered to a worker and not yet acknowledged.",
+            ["service"],
+            **gauge,  # type: ignore[arg-type]
+        )
+        self.lag = Gauge(QUEUE_LAG, "Entries not yet delivered to any worker.", ["service"], **gauge)  # type: ignore[arg-type]
+        self.dead = Gauge(DEAD_LETTERS, "Entries in the dead-letter stream.", ["service"], **gauge)  # type: ignore[arg-type]
+        self.queue_errors = families(QueueErrorMetrics, registry).counter
+
+
+_CACHE: weakref.WeakKeyDictionary[CollectorRegistry, dict[Any, Any]] = weakref.WeakKeyDictionary()
+_UNREGISTERED: dict[Any, Any] = {}
 _CREATE = threading.Lock()
+T = TypeVar("T")
+
+
+def families(cls: Callable[..., T], registry: CollectorRegistry | None = REGISTRY, *args: Any) -> T:
+    """The metric families of ``cls`` for ``registry``, created on first use.
+
+    A metric name may be registered only once per registry, while several :class:`~ragwatch.RagWatch`
+    objects (one per service) or workers may share it; the ``service`` label tells them apart. The first
+    caller's arguments (e.g. latency buckets) win.
+    """
+    with _CREATE:
+        cache = _UNREGISTERED if registry is None else _CACHE.setdefault(registry, {})
+        key = (cls, args) if registry is None else cls
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = cls(registry, *args)
+        return found  # type: ignore[no-any-return]
 
 
 def capture_metrics(
     registry: CollectorRegistry | None = REGISTRY,
     latency_buckets: Sequence[float] = DEFAULT_LATENCY_BUCKETS,
 ) -> CaptureMetrics:
-    """The metric families for ``registry``, created on first use.
-
-    Several :class:`~ragwatch.RagWatch` objects (one per service) share one registry, and a metric name
-    may be registered only once per registry; the ``service`` label tells them apart.
-    """
-    with _CREATE:
-        if registry is None:
-            key = tuple(latency_buckets)
-            found = _UNREGISTERED.get(key)
-            if found is None:
-                found = _UNREGISTERED[key] = CaptureMetrics(None, key)
-            return found
-        found = _BY_REGISTRY.get(registry)
-        if found is None:
-            found = _BY_REGISTRY[registry] = CaptureMetrics(registry, latency_buckets)
-        return found
+    return families(CaptureMetrics, registry, tuple(latency_buckets))

@@ -305,6 +305,14 @@ def _count(value: Any) -> int | None:
 def _parse_usage(usage: Any) -> Usage | None:
     if usage is None:
         return None
+    if type(usage) is dict:  # the common JSON case, read without the generic accessor
+        prompt = usage.get("prompt_tokens")
+        completion = usage.get("completion_tokens")
+        if type(prompt) is int and type(completion) is int and prompt >= 0 and completion >= 0:
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if type(details) is dict else None
+            cached = cached if type(cached) is int and cached > 0 else 0
+            return Usage(prompt, completion, min(cached, prompt))
 
     # OpenAI Chat Completions: prompt_tokens already include cached ones.
     prompt = _get(usage, "prompt_tokens")

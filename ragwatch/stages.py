@@ -32,10 +32,22 @@ _perf = time.perf_counter
 _CANCELLED = (GeneratorExit, asyncio.CancelledError)
 
 
+_STREAM_TYPES: dict[type, bool] = {}
+
+
 def is_stream(value: Any) -> bool:
-    """An iterator the host will consume after the call returns (a generator, an SDK stream object)."""
+    """An iterator the host will consume after the call returns (a generator, an SDK stream object).
+
+    Cached per type: this runs on every wrapped call, and two failed ``hasattr`` lookups cost more than
+    a dictionary hit. Bounded, in case a host generates classes.
+    """
     cls = type(value)
-    return hasattr(cls, "__next__") or hasattr(cls, "__anext__")
+    found = _STREAM_TYPES.get(cls)
+    if found is None:
+        found = hasattr(cls, "__next__") or hasattr(cls, "__anext__")
+        if len(_STREAM_TYPES) < 512:
+            _STREAM_TYPES[cls] = found
+    return found
 
 
 def _outcome(exc: BaseException | None) -> str:
@@ -47,7 +59,7 @@ def _outcome(exc: BaseException | None) -> str:
 class Call:
     """Shared life cycle: start a span and a timer, optionally make them current, finish exactly once."""
 
-    __slots__ = ("_ctx_token", "_ended", "run", "rw", "span", "start")
+    __slots__ = ("_ctx_token", "_ended", "active", "run", "rw", "span", "start")
 
     stage = "stage"
     #: Stream results are proxied and finished on exhaustion rather than on return.
@@ -59,6 +71,8 @@ class Call:
         self.span: Any = None
         self._ctx_token: object | None = None
         self._ended = False
+        #: Whether activate/deactivate have anything to do; wrappers skip both calls when not.
+        self.active = False
         self.start = _perf()
 
     # -- context ------------------------------------------------------------------------------------
@@ -102,9 +116,10 @@ class Call:
         if self._ended:
             return
         self._ended = True
+        outcome = "error"
         try:
             elapsed = _perf() - self.start
-            outcome = _outcome(exc)
+            outcome = "ok" if exc is None else _outcome(exc)
             self._record(result, exc, outcome, elapsed)
         except Exception as err:
             self.rw._guard.failed("capture", err)
@@ -147,6 +162,7 @@ class PipelineCall(Call):
             return
         run = Run(rw.service, question, route)
         self.run = run
+        self.active = True
         tracer = rw._tracer
         if tracer is not None:
             self.span = span = tracer.start_span(
@@ -210,6 +226,7 @@ class RetrieveCall(Call):
             if top_k is not None:
                 attributes[sc.RETRIEVAL_TOP_K] = top_k
             self.span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+            self.active = True
         self.start = _perf()
 
     def on_item(self, item: Any) -> None:
@@ -281,6 +298,7 @@ class GenerateCall(Call):
             self.span = tracer.start_span(
                 f"chat {model}" if model else "chat", kind=SpanKind.CLIENT, attributes=attributes
             )
+            self.active = True
         self.start = _perf()
 
     def on_item(self, item: Any) -> None:

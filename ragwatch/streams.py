@@ -63,18 +63,23 @@ class SyncStream(_Proxy):
 
     def _step(self, advance: Any) -> Any:
         call = self._call
-        call.activate()
+        active = call.active
+        if active:
+            call.activate()
         try:
             item = advance(self._stream)
         except StopIteration:
-            call.deactivate()
+            if active:
+                call.deactivate()
             call.finish(None, None)
             raise
         except BaseException as exc:
-            call.deactivate()
+            if active:
+                call.deactivate()
             call.finish(None, exc)
             raise
-        call.deactivate()
+        if active:
+            call.deactivate()
         call.on_item(item)
         return item
 

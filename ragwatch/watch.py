@@ -35,10 +35,11 @@ _QUESTION_KEYS = ("question", "query", "q", "input", "prompt")
 
 
 def _question(args: tuple, kwargs: dict) -> str | None:
-    for key in _QUESTION_KEYS:
-        value = kwargs.get(key)
-        if isinstance(value, str):
-            return value
+    if kwargs:
+        for key in _QUESTION_KEYS:
+            value = kwargs.get(key)
+            if isinstance(value, str):
+                return value
     for value in args[:2]:  # a method's first argument is `self`
         if isinstance(value, str):
             return value
