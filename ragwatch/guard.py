@@ -37,6 +37,14 @@ class Guard:
             child = self._children.get(component)
             if child is not None:
                 child.inc()
+        except Exception:
+            pass
+        self.note(component, exc, message)
+
+    def note(self, component: str, exc: BaseException | None = None, message: str = "") -> None:
+        """Log a problem at most once per ``every_seconds`` per component, without counting it as ours
+        (an unreachable Redis is counted by its own metric, not as a ragwatch bug)."""
+        try:
             now = time.monotonic()
             with self._lock:
                 last = self._last.get(component)

@@ -282,7 +282,7 @@ class WorkerMetrics:
 
 _CACHE: weakref.WeakKeyDictionary[CollectorRegistry, dict[Any, Any]] = weakref.WeakKeyDictionary()
 _UNREGISTERED: dict[Any, Any] = {}
-_CREATE = threading.Lock()
+_CREATE = threading.RLock()  # families may build other families
 T = TypeVar("T")
 
 

@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+from .redact import BUILTIN_PATTERNS
 
 __all__ = ["DEFAULT_LATENCY_BUCKETS", "PriceSetting", "Settings", "load_settings"]
 
@@ -90,6 +91,64 @@ class Settings(BaseSettings):
         default=None, ge=0, le=65535, description="Start a standalone /metrics HTTP server on this port."
     )
     metrics_addr: str = Field(default="0.0.0.0", description="Address of the standalone /metrics server.")
+    # -- sampling (service side) ------------------------------------------------------------------------
+    sampling: bool = Field(default=True, description="Send a sample of requests to the scoring queue.")
+    sample_rate: float = Field(
+        default=0.1, ge=0, le=1, description="Share of requests sampled, decided by trace id (0..1)."
+    )
+    sample_errors: bool = Field(default=True, description="Always sample failed requests.")
+    sample_slow_seconds: float | None = Field(
+        default=None, gt=0, description="Always sample requests slower than this many seconds."
+    )
+    sample_route_rates: dict[str, float] = Field(
+        default_factory=dict, description='Rate per route path prefix, e.g. {"/api/ask": 0.5}.'
+    )
+    sample_tag_rates: dict[str, float] = Field(
+        default_factory=dict, description='Rate per run tag, keyed "name=value".'
+    )
+    sample_probe_rate: float = Field(
+        default=0.0, ge=0, le=1, description="Rate for replay-probe requests (0 keeps them out of samples)."
+    )
+    sample_max_per_second: float | None = Field(
+        default=50.0, gt=0, description="Ceiling on samples per second per process (caps judge cost)."
+    )
+    redact: tuple[str, ...] = Field(
+        default=BUILTIN_PATTERNS,
+        description="Built-in redaction patterns applied before a sample leaves the process.",
+    )
+    store_text: bool = Field(
+        default=True, description="Keep question, answer and chunk text in samples (false: SHA-256 only)."
+    )
+    max_chunks: int = Field(default=20, ge=1, description="Chunks kept per sample.")
+    max_chunk_chars: int = Field(default=4000, ge=1, description="Characters kept per chunk.")
+    max_answer_chars: int = Field(default=8000, ge=1, description="Characters kept of the answer.")
+    max_question_chars: int = Field(default=2000, ge=1, description="Characters kept of the question.")
+    # -- queue -------------------------------------------------------------------------------------------
+    redis_url: str | None = Field(
+        default=None,
+        description="Queue URL: redis://, rediss://, unix://, redis+sentinel://, redis+cluster://; "
+        "unset: the in-process memory:// backend.",
+    )
+    queue_maxlen: int = Field(default=100_000, ge=100, description="Approximate bound of the sample stream.")
+    buffer_size: int = Field(default=10_000, ge=1, description="In-process sample buffer; oldest dropped when full.")
+    batch_size: int = Field(default=500, ge=1, description="Samples per pipelined queue write.")
+    flush_interval: float = Field(default=0.25, gt=0, description="Seconds between buffer flushes.")
+    close_timeout: float = Field(default=5.0, ge=0, description="Seconds to flush at shutdown before giving up.")
+    # -- worker ------------------------------------------------------------------------------------------
+    worker_concurrency: int = Field(default=4, ge=1, le=256, description="Samples scored in parallel (threads).")
+    worker_batch: int = Field(default=64, ge=1, description="Entries read from the stream per round trip.")
+    worker_block_ms: int = Field(default=2000, ge=1, description="How long one stream read waits for entries.")
+    claim_idle_seconds: float = Field(
+        default=60.0, gt=0, description="Pending entries idle this long are taken over from a dead worker."
+    )
+    max_deliveries: int = Field(
+        default=5, ge=1, description="Deliveries before an entry goes to the dead-letter stream."
+    )
+    scores_maxlen: int = Field(default=100_000, ge=100, description="Score records kept (retention bound).")
+    worker_port: int | None = Field(
+        default=9465, ge=0, le=65535, description="Worker /metrics, /livez and /readyz port (unset: none)."
+    )
+    worker_addr: str = Field(default="0.0.0.0", description="Address of the worker's HTTP server.")
     log_every_seconds: float = Field(
         default=60.0, gt=0, description="At most one log line per kind of internal error in this period."
     )
@@ -103,6 +162,22 @@ class Settings(BaseSettings):
             raise ValueError("buckets must be positive finite numbers of seconds")
         if any(b >= c for b, c in itertools.pairwise(value)):
             raise ValueError("buckets must be strictly increasing")
+        return value
+
+    @field_validator("sample_route_rates", "sample_tag_rates")
+    @classmethod
+    def _rates_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, rate in value.items():
+            if not 0 <= rate <= 1:
+                raise ValueError(f"rate for {key!r} must be within 0..1, got {rate}")
+        return value
+
+    @field_validator("redact")
+    @classmethod
+    def _known_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [p for p in value if p not in BUILTIN_PATTERNS]
+        if unknown:
+            raise ValueError(f"unknown redaction pattern(s) {unknown}; known: {list(BUILTIN_PATTERNS)}")
         return value
 
     @classmethod

@@ -20,10 +20,15 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from . import __version__
 from .guard import Guard
 from .instrument import instrument
-from .metrics import CaptureMetrics, ModelChildren, capture_metrics
+from .metrics import CaptureMetrics, ModelChildren, ProducerMetrics, capture_metrics, families
 from .pricing import PricingTable
+from .producer import Producer
+from .queue import open_queue
+from .redact import Redactor
 from .responses import Usage
 from .run import Run
+from .sample import Limits, build_sample, encode_sample
+from .sampling import REASONS, Sampler
 from .settings import Settings, load_settings
 from .stages import Call, GenerateCall, PipelineCall, RetrieveCall
 
@@ -52,7 +57,8 @@ class RagWatch:
     ``service`` and any keyword of :class:`~ragwatch.settings.Settings` may be given here; what is not
     given comes from ``RAGWATCH_*`` environment variables, then the YAML file, then defaults.
     ``registry`` is the Prometheus registry (``None``: metrics are kept but not registered, for tests);
-    ``tracer_provider`` defaults to the application's global one.
+    ``tracer_provider`` defaults to the application's global one; ``redact_with`` is your own redaction
+    function, applied after the built-in patterns to every text a sample carries.
     """
 
     def __init__(
@@ -63,6 +69,7 @@ class RagWatch:
         config_file: str | os.PathLike[str] | None = None,
         registry: CollectorRegistry | None = REGISTRY,
         tracer_provider: TracerProvider | None = None,
+        redact_with: Callable[[str], str] | None = None,
         **overrides: Any,
     ) -> None:
         if settings is None:
@@ -90,8 +97,72 @@ class RagWatch:
         self._unpriced_warned: set[str] = set()
         self._lock = threading.Lock()
         self._metrics_server: Any = None
+        self.producer: Producer | None = None
+        if settings.sampling:
+            self._setup_sampling(registry, redact_with)
         if settings.metrics_port is not None:
             self.start_metrics_server()
+
+    def _setup_sampling(self, registry: CollectorRegistry | None, redact_with: Callable[[str], str] | None) -> None:
+        s = self.settings
+        queue = open_queue(s.redis_url, self.service, maxlen=s.queue_maxlen, scores_maxlen=s.scores_maxlen)
+        sampler = Sampler(
+            s.sample_rate,
+            sample_errors=s.sample_errors,
+            slow_seconds=s.sample_slow_seconds,
+            route_rates=s.sample_route_rates,
+            tag_rates=s.sample_tag_rates,
+            probe_rate=s.sample_probe_rate,
+            max_per_second=s.sample_max_per_second,
+        )
+        redactor = Redactor(s.redact, custom=redact_with)
+        limits = Limits(s.max_chunks, s.max_chunk_chars, s.max_answer_chars, s.max_question_chars)
+        keep_text = s.store_text
+
+        def build(run: Run, reason: str) -> bytes:
+            return encode_sample(build_sample(run, reason=reason, limits=limits, redact=redactor, keep_text=keep_text))
+
+        metrics = families(ProducerMetrics, registry) if s.metrics else None
+        self.producer = producer = Producer(
+            queue,
+            build,
+            metrics=metrics,
+            guard=self._guard,
+            buffer_size=s.buffer_size,
+            batch_size=s.batch_size,
+            flush_interval=s.flush_interval,
+            close_timeout=s.close_timeout,
+        )
+        decisions = (
+            {
+                (sampled, reason): metrics.decisions.labels(self.service, "sampled" if sampled else "skipped", reason)
+                for sampled in (True, False)
+                for reason in REASONS
+            }
+            if metrics is not None
+            else {}
+        )
+        decide = sampler.decide
+        offer = producer.offer
+
+        def sample(run: Run) -> None:
+            decision = decide(run)
+            child = decisions.get((decision.sampled, decision.reason))
+            if child is not None:
+                child.inc()
+            if decision.sampled:
+                offer(run, decision.reason)
+
+        self._listeners.append(sample)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every sampled request was written to the queue (True) or ``timeout`` passed."""
+        return self.producer.flush(timeout) if self.producer is not None else True
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush and stop the background sender (also done at interpreter exit)."""
+        if self.producer is not None:
+            self.producer.close(timeout)
 
     def __repr__(self) -> str:
         return f"RagWatch(service={self.service!r})"
