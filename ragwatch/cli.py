@@ -1,6 +1,7 @@
 """The ``ragwatch`` command: a thin layer that parses arguments, calls the library, maps errors to exit codes.
 
-Exit codes: 0 success, 2 bad configuration or usage. The library itself never calls ``sys.exit``.
+Exit codes: 0 success, 1 unhealthy (``health``) or queue unreachable, 2 bad configuration or usage.
+The library itself never calls ``sys.exit``.
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from prometheus_client import REGISTRY
+
 from . import __version__
-from .errors import ConfigError
+from .errors import ConfigError, QueueError
 from .settings import load_settings
 
 __all__ = ["main"]
 
+log = logging.getLogger("ragwatch.cli")
+
 EXIT_OK = 0
+EXIT_UNHEALTHY = 1
 EXIT_CONFIG = 2
 
 
@@ -25,6 +31,86 @@ def _config(args: argparse.Namespace) -> int:
     settings = load_settings(args.config_file)
     print(json.dumps(settings.model_dump(mode="json"), indent=2, sort_keys=True))
     return EXIT_OK
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from .health import serve_worker_http
+    from .judges import make_judges
+    from .metrics import WorkerMetrics, families
+    from .queue import open_queue
+    from .worker import Worker
+
+    settings = load_settings(
+        args.config_file,
+        service=args.service,
+        redis_url=args.redis_url,
+        worker_concurrency=args.concurrency,
+        worker_port=args.port,
+    )
+    judges = make_judges(args.judge or ["trivial"])
+    queue = open_queue(
+        settings.redis_url, settings.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
+    )
+    worker = Worker(
+        queue,
+        judges,
+        name=args.name,
+        concurrency=settings.worker_concurrency,
+        batch=settings.worker_batch,
+        block_ms=settings.worker_block_ms,
+        claim_idle_ms=int(settings.claim_idle_seconds * 1000),
+        max_deliveries=settings.max_deliveries,
+        metrics=families(WorkerMetrics, REGISTRY, settings.latency_buckets),
+    )
+    server = None
+    if settings.worker_port is not None and not args.burst:
+        server = serve_worker_http(worker, settings.worker_port, settings.worker_addr)
+        log.info("worker endpoints on %s:%d (/metrics, /livez, /readyz)", settings.worker_addr, server.server_port)
+    log.info(
+        "worker %s scoring %s from %s with %s",
+        worker.name,
+        settings.service,
+        queue.url,
+        ", ".join(j.name for j in judges),
+    )
+    try:
+        handled = worker.work(burst=args.burst, max_seconds=args.max_seconds)
+    finally:
+        if server is not None:
+            server.shutdown()
+        queue.close()
+    print(json.dumps({"worker": worker.name, "handled": handled}))
+    return EXIT_OK
+
+
+def _health(args: argparse.Namespace) -> int:
+    from .queue import open_queue
+
+    settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
+    queue = open_queue(settings.redis_url, settings.service)
+    try:
+        live = queue.live_workers(args.max_age)
+        stats = queue.stats()
+    finally:
+        queue.close()
+    print(
+        json.dumps(
+            {
+                "live_workers": sorted(live),
+                "length": stats.length,
+                "pending": stats.pending,
+                "lag": stats.lag,
+                "dead": stats.dead,
+            }
+        )
+    )
+    return EXIT_OK if live else EXIT_UNHEALTHY
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
+    parser.add_argument("--service", help="service name (default: $RAGWATCH_SERVICE)")
+    parser.add_argument("--redis-url", help="queue URL (default: $RAGWATCH_REDIS_URL, else memory://)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +121,21 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="validate the settings (env, YAML) and print them as JSON")
     config.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
     config.set_defaults(func=_config)
+
+    worker = commands.add_parser("worker", help="score sampled requests from the queue")
+    _common(worker)
+    worker.add_argument("--judge", action="append", help="judge to run (repeatable; default: trivial)")
+    worker.add_argument("--concurrency", type=int, help="samples scored in parallel (threads)")
+    worker.add_argument("--name", help="consumer name (default: host-pid)")
+    worker.add_argument("--port", type=int, help="port of /metrics, /livez, /readyz (default 9465)")
+    worker.add_argument("--burst", action="store_true", help="drain the queue, then exit")
+    worker.add_argument("--max-seconds", type=float, help="stop after this many seconds")
+    worker.set_defaults(func=_worker)
+
+    health = commands.add_parser("health", help="exit 0 when a worker sent a heartbeat recently, else 1")
+    _common(health)
+    health.add_argument("--max-age", type=float, default=30.0, help="seconds a heartbeat stays fresh")
+    health.set_defaults(func=_health)
     return parser
 
 
@@ -47,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"ragwatch: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except QueueError as exc:
+        print(f"ragwatch: queue error: {exc}", file=sys.stderr)
+        return EXIT_UNHEALTHY
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,283 @@
+"""The scoring worker: read samples from the queue, judge them, store the scores, acknowledge.
+
+One loop, readable in one sitting (:meth:`Worker.work`): set up, then repeat — stop flag, maintenance
+(heartbeat, queue gauges, claim entries a crashed worker left pending), a blocking read with a timeout,
+scoring on a thread pool, apply + acknowledge — and always tear down in ``finally``.
+
+Delivery is at least once; counting is exactly once: a score is applied with the sample id as an
+idempotency key *before* the entry is acknowledged, so a worker killed between the two leaves an entry
+that the next worker finds already applied (counted ``duplicate``) and simply acknowledges. An entry whose
+scoring fails stays pending and is retried after ``claim_idle``; after ``max_deliveries`` it goes to the
+dead-letter stream with its error. Malformed entries go there at once: they will not get better.
+
+Threads, not processes: judges calling an LLM spend their time waiting on the network, so a pool of
+``concurrency`` threads keeps many requests in flight. CPU-bound judges gain nothing from more threads
+(the GIL): run one worker process per core instead — they share the consumer group.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .errors import QueueError
+from .judges.base import Judge
+from .metrics import WorkerMetrics
+from .queue import Entry, Queue
+from .sample import Sample, SampleDecodeError, decode_sample
+
+__all__ = ["ScoreRecord", "Worker"]
+
+log = logging.getLogger("ragwatch.worker")
+
+
+@dataclass(slots=True)
+class ScoreRecord:
+    """What is stored per scored sample (the ``scores`` stream) and read back by reports."""
+
+    sample_id: str
+    trace_id: str | None
+    service: str
+    judges: list[dict[str, str]]
+    scores: dict[str, float]
+    details: dict[str, Any]
+    timings: dict[str, float]
+    scored_at: float
+    created_at: float
+    question: str | None
+    answer: str | None
+    chunk_ids: list[str]
+    model: str | None
+    route: str | None
+    reason: str
+
+
+class Worker:
+    def __init__(
+        self,
+        queue: Queue,
+        judges: Sequence[Judge],
+        *,
+        name: str | None = None,
+        concurrency: int = 4,
+        batch: int = 64,
+        block_ms: int = 2000,
+        claim_idle_ms: int = 60_000,
+        max_deliveries: int = 5,
+        metrics: WorkerMetrics | None = None,
+        maintenance_seconds: float = 5.0,
+    ) -> None:
+        self.queue = queue
+        self.judges = list(judges)
+        self.name = name or f"{socket.gethostname()}-{os.getpid()}"
+        self.concurrency = concurrency
+        self.batch = batch
+        self.block_ms = block_ms
+        self.claim_idle_ms = claim_idle_ms
+        self.max_deliveries = max_deliveries
+        self.maintenance_seconds = maintenance_seconds
+        self.processed = 0
+        self.ready = False
+        self.last_loop = 0.0
+        self._stop = threading.Event()
+        self._signals = 0
+        self._pool: ThreadPoolExecutor | None = None
+        service = queue.service
+        self._m = metrics
+        self._outcomes = (
+            {
+                o: metrics.entries.labels(service, o)
+                for o in ("scored", "duplicate", "retry", "dead_lettered", "malformed", "trimmed")
+            }
+            if metrics
+            else {}
+        )
+        self._timers = {j.name: metrics.scoring.labels(service, j.name) for j in self.judges} if metrics else {}
+        self._errors = metrics.queue_errors.labels(service, "worker") if metrics else None
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    def work(self, *, burst: bool = False, max_seconds: float | None = None) -> int:
+        """Process entries until stopped (or, with ``burst``, until the queue is drained); returns how many
+        entries were handled. ``max_seconds`` bounds a run (tests, one-shot jobs)."""
+        deadline = time.monotonic() + max_seconds if max_seconds else None
+        self._install_signal_handlers()
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="ragwatch-judge")
+        backoff = 0.0
+        next_maintenance = 0.0
+        try:
+            while not self._stop.is_set():
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                self.last_loop = time.monotonic()
+                try:
+                    if not self.ready:
+                        self.queue.ensure_group()
+                        self.ready = True
+                    if time.monotonic() >= next_maintenance or burst:
+                        self._maintenance()
+                        next_maintenance = time.monotonic() + self.maintenance_seconds
+                    entries = self.queue.read(self.name, self.batch, 50 if burst else self.block_ms)
+                    if entries:
+                        self._handle(entries)
+                    elif burst and self._drained():
+                        break
+                    backoff = 0.0
+                except QueueError as exc:
+                    self.ready = False
+                    if self._errors is not None:
+                        self._errors.inc()
+                    backoff = min(30.0, max(0.1, backoff * 2))
+                    log.warning("ragwatch worker: queue unavailable (%s); retrying in %.1fs", exc, backoff)
+                    self._stop.wait(backoff)
+        finally:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+            self._restore_signal_handlers()
+        return self.processed
+
+    def stop(self) -> None:
+        """Finish the entries in flight, then return from :meth:`work`."""
+        self._stop.set()
+
+    # -- steps --------------------------------------------------------------------------------------------
+    def _maintenance(self) -> None:
+        self.queue.heartbeat(self.name)
+        claimed, gone = self.queue.claim_stale(self.name, self.claim_idle_ms, self.batch)
+        if gone:
+            self._count("trimmed", len(gone))
+            log.warning("ragwatch worker: %d pending entries were trimmed from the stream before scoring", len(gone))
+        if claimed:
+            self._handle(claimed)
+        if self._m is not None:
+            stats = self.queue.stats()
+            service = self.queue.service
+            self._m.length.labels(service).set(stats.length)
+            self._m.pending.labels(service).set(stats.pending)
+            self._m.lag.labels(service).set(stats.lag)
+            self._m.dead.labels(service).set(stats.dead)
+
+    def _drained(self) -> bool:
+        stats = self.queue.stats()
+        return stats.lag == 0 and stats.pending == 0
+
+    def _handle(self, entries: list[Entry]) -> None:
+        """Score a batch on the pool; apply and acknowledge each result as it lands."""
+        assert self._pool is not None
+        jobs = []
+        for entry in entries:
+            if entry.deliveries > self.max_deliveries:
+                self._dead(entry, f"gave up after {entry.deliveries - 1} failed deliveries", "dead_lettered")
+                continue
+            try:
+                if entry.payload is None:
+                    raise SampleDecodeError("entry has no sample field")
+                sample = decode_sample(entry.payload)
+            except SampleDecodeError as exc:
+                self._dead(entry, f"malformed: {exc}", "malformed")
+                continue
+            jobs.append((entry, sample, self._pool.submit(self._score, sample)))
+        done: list[str] = []
+        for entry, sample, future in jobs:
+            try:
+                record = future.result()
+            except Exception as exc:
+                self._failed(entry, exc)
+                continue
+            values = record.scores
+            fresh = self.queue.apply(sample.sample_id, orjson.dumps(record), values)
+            if fresh:
+                self._count("scored")
+                if self._m is not None:
+                    for metric, value in values.items():
+                        self._m.scores.labels(self.queue.service, metric).observe(value)
+            else:
+                self._count("duplicate")
+            done.append(entry.id)
+        self.queue.ack(done)
+        self.processed += len(entries)
+
+    def _score(self, sample: Sample) -> ScoreRecord:
+        scores: dict[str, float] = {}
+        details: dict[str, Any] = {}
+        timings: dict[str, float] = {}
+        for judge in self.judges:
+            started = time.perf_counter()
+            verdict = judge.score(sample)
+            elapsed = time.perf_counter() - started
+            timings[judge.name] = elapsed
+            timer = self._timers.get(judge.name)
+            if timer is not None:
+                timer.observe(elapsed)
+            for metric, value in verdict.scores.items():
+                if not 0.0 <= value <= 1.0:
+                    raise ValueError(f"judge {judge.name} returned {metric}={value}, outside 0..1")
+                scores[metric] = float(value)
+            if verdict.details:
+                details[judge.name] = verdict.details
+        return ScoreRecord(
+            sample_id=sample.sample_id,
+            trace_id=sample.trace_id,
+            service=sample.service,
+            judges=[{"name": j.name, "version": j.version} for j in self.judges],
+            scores=scores,
+            details=details,
+            timings=timings,
+            scored_at=time.time(),
+            created_at=sample.created_at,
+            question=sample.question,
+            answer=sample.answer,
+            chunk_ids=[c.id for c in sample.chunks],
+            model=sample.model,
+            route=sample.route,
+            reason=sample.reason,
+        )
+
+    def _failed(self, entry: Entry, exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        if entry.deliveries >= self.max_deliveries:
+            self._dead(entry, error, "dead_lettered")
+        else:  # left pending: claimed again after claim_idle, by this worker or another
+            self._count("retry")
+            log.warning("ragwatch worker: scoring entry %s failed (%s); will retry", entry.id, error)
+
+    def _dead(self, entry: Entry, error: str, outcome: str) -> None:
+        self.queue.dead_letter(entry, error)
+        self._count(outcome)
+        log.warning("ragwatch worker: entry %s dead-lettered: %s", entry.id, error)
+
+    def _count(self, outcome: str, n: int = 1) -> None:
+        child = self._outcomes.get(outcome)
+        if child is not None:
+            child.inc(n)
+
+    # -- signals ------------------------------------------------------------------------------------------
+    def _install_signal_handlers(self) -> None:
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """First signal: finish in-flight work and stop. Second: stop now (in-flight entries stay pending
+        and are claimed by another worker)."""
+        self._signals += 1
+        if self._signals == 1:
+            log.info("ragwatch worker: %s received, finishing in-flight work", signal.Signals(signum).name)
+            self._stop.set()
+        else:
+            raise SystemExit(128 + signum)
