@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 from .asgi import RagwatchMiddleware
 from .chunks import Chunk, normalize_chunks
-from .errors import CaptureError, ChunkError, ConfigError, RagwatchError, ResponseError
+from .errors import CaptureError, ChunkError, ConfigError, QueueError, RagwatchError, ResponseError
 from .exposition import metrics_asgi_app, start_metrics_server
 from .pricing import Price, PricingTable
 from .responses import Usage
@@ -37,6 +37,7 @@ __all__ = [
     "ConfigError",
     "Price",
     "PricingTable",
+    "QueueError",
     "RagWatch",
     "RagwatchError",
     "RagwatchMiddleware",

@@ -19,6 +19,10 @@ __all__ = ["MemoryQueue"]
 
 
 class MemoryQueue(Queue):
+    #: Entries kept at most, whatever ``maxlen`` asks: without a worker in the process nothing drains the
+    #: stream, and a service that only wanted metrics must not grow by gigabytes of sample text.
+    MAX_ENTRIES = 10_000
+
     _named: ClassVar[dict[tuple[str, str], MemoryQueue]] = {}
     _named_lock: ClassVar[threading.Lock] = threading.Lock()
 
@@ -34,7 +38,7 @@ class MemoryQueue(Queue):
     ) -> None:
         self.service = service
         self.url = url
-        self._maxlen = maxlen
+        self._maxlen = min(maxlen, self.MAX_ENTRIES)
         self._entries: OrderedDict[str, bytes | None] = OrderedDict()
         self._seq = 0
         self._last_ms = 0
