@@ -402,3 +402,29 @@ def test_sigterm_stops_the_worker_gracefully_and_endpoints_answer(redis_url: str
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_fork_gives_the_child_its_own_buffer_and_flusher(redis_url: str) -> None:
+    registry = CollectorRegistry()
+    rw, answer = service_app(redis_url, registry, flush_interval=5.0, batch_size=1000)
+    for i in range(5):
+        answer(f"parent-before-fork-{i}")  # buffered, not yet sent (long flush interval)
+    pid = os.fork()
+    if pid == 0:  # the child: a pre-fork server's worker process
+        code = 1
+        try:
+            for i in range(3):
+                answer(f"child-{i}")
+            code = 0 if rw.flush(10) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert rw.flush(10)
+    queue = open_queue(redis_url, "kb")
+    queue.ensure_group()
+    questions = sorted(decode_sample(e.payload or b"").question or "" for e in queue.read("t", 100, 100))
+    # the parent's buffered samples are sent once (by the parent), the child's by the child
+    assert questions == sorted([f"parent-before-fork-{i}" for i in range(5)] + [f"child-{i}" for i in range(3)])
+    rw.close()

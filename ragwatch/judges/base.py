@@ -1,4 +1,4 @@
-"""The judge contract."""
+"""The judge contract, and the names of the scores judges produce."""
 
 from __future__ import annotations
 
@@ -7,7 +7,32 @@ from typing import Any, Protocol
 
 from ..sample import Sample
 
-__all__ = ["Judge", "Verdict"]
+__all__ = [
+    "ANSWER_RELEVANCE",
+    "CONTEXT_RELEVANCE",
+    "FAITHFULNESS",
+    "Judge",
+    "Verdict",
+    "context_precision",
+    "context_precision_ranked",
+]
+
+#: supported / (claims - unverifiable), 0..1
+FAITHFULNESS = "faithfulness"
+#: mean graded relevance (0..1) of all retrieved chunks to the question
+CONTEXT_RELEVANCE = "context_relevance"
+#: does the answer address the question, 0..1
+ANSWER_RELEVANCE = "answer_relevance"
+
+
+def context_precision(k: int) -> str:
+    """Score name of Context Precision@K, SLA form: mean graded relevance of the top K chunks."""
+    return f"context_precision_{k}"
+
+
+def context_precision_ranked(k: int) -> str:
+    """Score name of the rank-aware (Ragas) form of Context Precision@K."""
+    return f"context_precision_ranked_{k}"
 
 
 @dataclass(slots=True)
