@@ -1,0 +1,157 @@
+"""Degraded mode: a circuit breaker whose signal is answer quality instead of errors.
+
+The vocabulary is that of mature breakers (resilience4j, Envoy outlier detection): a sliding window (the
+last ``window_samples`` scores within ``window_seconds``), a minimum number of samples before any decision,
+a threshold to open (*enter* degraded mode), a margin so the value that closes is not the value that opens,
+a hold time the recovered value must last, and a minimum dwell in either state. The difference from an
+error breaker: scores arrive asynchronously from the workers, so decisions lag requests by the scoring
+delay, and both the window and the state live in the queue's store so they survive worker restarts.
+
+Everything here is pure: :func:`step` maps (policy, state, window, now) to the next state, so the
+anti-flapping behaviour is tested on simulated score streams without any I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["OVERRIDES", "ModeState", "Policy", "effective", "step", "window_value"]
+
+#: What an operator can force with ``ragwatch degrade on|off|auto``.
+OVERRIDES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """When to enter and leave degraded mode. Defaults: CP@3 ≥ 0.65 over the last 15 minutes."""
+
+    metric: str = "context_precision_3"
+    threshold: float = 0.65
+    window_seconds: float = 900.0
+    window_samples: int = 200
+    min_samples: int = 20
+    margin: float = 0.05
+    hold_seconds: float = 120.0
+    min_dwell_seconds: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.threshold <= 1:
+            raise ConfigError(f"degraded-mode threshold must be within 0..1, got {self.threshold}")
+        if not 0 <= self.margin <= 1 - self.threshold:
+            raise ConfigError(f"degraded-mode margin must keep threshold + margin ≤ 1, got {self.margin}")
+        if self.window_seconds <= 0 or self.hold_seconds < 0 or self.min_dwell_seconds < 0:
+            raise ConfigError("degraded-mode window must be > 0 s; hold and dwell ≥ 0 s")
+        if not 1 <= self.min_samples <= self.window_samples:
+            raise ConfigError(
+                f"degraded-mode min_samples ({self.min_samples}) must be within 1..window_samples "
+                f"({self.window_samples})"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ModeState:
+    """The shared state every replica reads. ``version`` increases on every write (compare-and-set)."""
+
+    degraded: bool = False
+    since: float = 0.0
+    reason: str = ""
+    value: float | None = None
+    samples: int = 0
+    recovering_since: float | None = None
+    override: str = "auto"
+    version: int = 0
+
+    def to_fields(self) -> dict[str, str]:
+        return {
+            "degraded": "1" if self.degraded else "0",
+            "since": repr(self.since),
+            "reason": self.reason,
+            "value": "" if self.value is None else repr(self.value),
+            "samples": str(self.samples),
+            "recovering_since": "" if self.recovering_since is None else repr(self.recovering_since),
+            "override": self.override,
+            "version": str(self.version),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> ModeState:
+        """Parse the stored form; a missing or garbled store reads as the default (normal) state."""
+        f = {
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in fields.items()
+        }
+        try:
+            return cls(
+                degraded=f.get("degraded") == "1",
+                since=float(f.get("since") or 0.0),
+                reason=f.get("reason", ""),
+                value=float(f["value"]) if f.get("value") else None,
+                samples=int(f.get("samples") or 0),
+                recovering_since=float(f["recovering_since"]) if f.get("recovering_since") else None,
+                override=f.get("override") if f.get("override") in OVERRIDES else "auto",
+                version=int(f.get("version") or 0),
+            )
+        except (TypeError, ValueError):
+            return cls()
+
+
+def effective(state: ModeState) -> bool:
+    """Whether replicas should behave degraded: an operator's override wins over the window."""
+    if state.override == "on":
+        return True
+    if state.override == "off":
+        return False
+    return state.degraded
+
+
+def window_value(points: Sequence[tuple[float, float]], policy: Policy, now: float) -> tuple[float | None, int]:
+    """Mean of the newest ``window_samples`` scores no older than ``window_seconds``, and how many."""
+    horizon = now - policy.window_seconds
+    values = [v for t, v in points if t >= horizon and math.isfinite(v)][: policy.window_samples]
+    if not values:
+        return None, 0
+    return sum(values) / len(values), len(values)
+
+
+def step(policy: Policy, state: ModeState, value: float | None, samples: int, now: float) -> ModeState:
+    """The next state. Returns ``state`` itself when nothing changes (callers compare by identity)."""
+    dwelled = now - state.since >= policy.min_dwell_seconds
+    enough = value is not None and samples >= policy.min_samples
+    if not state.degraded:
+        if enough and value < policy.threshold and dwelled:  # type: ignore[operator]
+            return replace(
+                state,
+                degraded=True,
+                since=now,
+                reason=f"{policy.metric} {value:.3f} < {policy.threshold} over {samples} samples",
+                value=value,
+                samples=samples,
+                recovering_since=None,
+                version=state.version + 1,
+            )
+        return state
+    recovered = enough and value >= policy.threshold + policy.margin  # type: ignore[operator]
+    if not recovered:
+        if state.recovering_since is not None:  # the recovery did not hold: start over
+            return replace(state, recovering_since=None, version=state.version + 1)
+        return state
+    if state.recovering_since is None:
+        return replace(state, recovering_since=now, version=state.version + 1)
+    if now - state.recovering_since >= policy.hold_seconds and dwelled:
+        return replace(
+            state,
+            degraded=False,
+            since=now,
+            reason=f"{policy.metric} {value:.3f} ≥ {policy.threshold + policy.margin:.2f} "
+            f"for {now - state.recovering_since:.0f} s",
+            value=value,
+            samples=samples,
+            recovering_since=None,
+            version=state.version + 1,
+        )
+    return state

@@ -1,0 +1,100 @@
+"""The degraded-mode state machine on simulated score streams (pure, no I/O)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from ragwatch.degrade import ModeState, Policy, effective, step, window_value
+from ragwatch.errors import ConfigError
+
+POLICY = Policy(
+    window_seconds=600, window_samples=20, min_samples=10, margin=0.05, hold_seconds=60, min_dwell_seconds=300
+)
+
+
+def run_stream(scores: list[float], policy: Policy = POLICY, every: float = 1.0) -> list[tuple[int, ModeState]]:
+    """Feed one score per `every` seconds, evaluating after each; return (index, state) at each transition."""
+    state = ModeState(since=-1e9)
+    points: list[tuple[float, float]] = []
+    transitions = []
+    for i, score in enumerate(scores):
+        now = i * every
+        points.insert(0, (now, score))  # newest first, as the store returns them
+        value, n = window_value(points, policy, now)
+        new = step(policy, state, value, n, now)
+        if new.degraded != state.degraded:
+            transitions.append((i, new))
+        state = new
+    return transitions
+
+
+def test_clean_step_drop_enters_within_the_window() -> None:
+    scores = [0.9] * 100 + [0.2] * 100
+    transitions = run_stream(scores)
+    (index, state), *rest = transitions
+    assert state.degraded and "context_precision_3" in state.reason
+    # the mean of the last 20 crosses 0.65 after 20 * (0.9 - 0.65) / (0.9 - 0.2) = 7.1 bad scores -> the 8th
+    assert index == 100 + 7
+    assert rest == []
+
+
+def test_recovery_leaves_after_hold_and_dwell() -> None:
+    scores = [0.9] * 50 + [0.2] * 400 + [0.95] * 400
+    transitions = run_stream(scores)
+    assert [s.degraded for _, s in transitions] == [True, False]
+    entered, left = transitions[0][0], transitions[1][0]
+    assert entered == 50 + 7
+    # recovery: the window mean reaches 0.70 (threshold + margin) after 20 * (0.70 - 0.2) / (0.95 - 0.2) = 13.3
+    # -> 14 good scores (index 463), and must hold for 60 s; the 300 s dwell since entering has long passed
+    assert left == 463 + 60
+
+
+def test_noise_around_the_threshold_does_not_flap() -> None:
+    rng = random.Random(7)
+    scores = [min(1.0, max(0.0, rng.gauss(0.65, 0.15))) for _ in range(3000)]
+    transitions = run_stream(scores)
+    times = [i for i, _ in transitions]
+    # at most one transition per dwell period (300 s here, one score per second)
+    assert len(times) >= 2  # the noise does cross the threshold, so the dwell is what holds it back
+    assert all(b - a >= 300 for a, b in itertools.pairwise(times))
+    assert len(transitions) <= 3000 // 300
+
+
+def test_not_enough_samples_never_decides() -> None:
+    policy = Policy(window_seconds=60, window_samples=100, min_samples=50, min_dwell_seconds=0, hold_seconds=0)
+    transitions = run_stream([0.0] * 200, policy, every=2.0)  # only 30 scores fit in 60 s
+    assert transitions == []
+
+
+def test_override_wins() -> None:
+    state = ModeState(degraded=False)
+    assert effective(state) is False
+    assert effective(ModeState(degraded=False, override="on")) is True
+    assert effective(ModeState(degraded=True, override="off")) is False
+
+
+def test_state_round_trips_through_its_stored_form() -> None:
+    state = ModeState(
+        degraded=True, since=12.5, reason="r", value=0.4, samples=30, recovering_since=20.0, override="on", version=7
+    )
+    assert ModeState.from_fields(state.to_fields()) == state
+    assert ModeState.from_fields({b"degraded": b"1", b"version": b"3"}).version == 3
+    assert ModeState.from_fields({"since": "garbage"}) == ModeState()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"threshold": 1.5},
+        {"margin": 0.5},
+        {"window_seconds": 0},
+        {"min_samples": 0},
+        {"min_samples": 300, "window_samples": 200},
+    ],
+)
+def test_bad_policy(kwargs: dict) -> None:
+    with pytest.raises(ConfigError):
+        Policy(**kwargs)
