@@ -15,7 +15,18 @@ GROUP = "ragwatch-scorers"
 class Keys:
     """Key names of one service."""
 
-    __slots__ = ("applied_prefix", "dead", "samples", "scores", "service", "totals", "workers")
+    __slots__ = (
+        "applied_prefix",
+        "dead",
+        "mode",
+        "mode_channel",
+        "samples",
+        "scores",
+        "service",
+        "totals",
+        "window_prefix",
+        "workers",
+    )
 
     def __init__(self, service: str, prefix: str = "ragwatch") -> None:
         base = f"{prefix}:{{{service}}}"
@@ -26,6 +37,12 @@ class Keys:
         self.totals = f"{base}:totals"  # hash: count and sum per metric, for exactly-once aggregates
         self.applied_prefix = f"{base}:applied:"  # + sample id: set once a score was applied (idempotency)
         self.workers = f"{base}:workers"  # hash: worker name -> last heartbeat (unix seconds)
+        self.window_prefix = f"{base}:window:"  # + metric: list of "time value", newest first, capped
+        self.mode = f"{base}:mode"  # hash: the degraded-mode state (ragwatch.degrade.ModeState)
+        self.mode_channel = f"{base}:mode:changed"  # pub/sub: announces every mode write
 
     def applied(self, sample_id: str) -> str:
         return self.applied_prefix + sample_id
+
+    def window(self, metric: str) -> str:
+        return self.window_prefix + metric

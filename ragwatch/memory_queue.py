@@ -11,9 +11,11 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
-from .queue import Entry, Queue, QueueStats
+from .degrade import ModeState
+from .queue import Entry, ModeListener, Queue, QueueStats
 
 __all__ = ["MemoryQueue"]
 
@@ -33,6 +35,7 @@ class MemoryQueue(Queue):
         maxlen: int = 100_000,
         scores_maxlen: int = 100_000,
         dead_maxlen: int = 10_000,
+        window_cap: int = 1000,
         url: str = "memory://",
         **_: Any,
     ) -> None:
@@ -50,6 +53,10 @@ class MemoryQueue(Queue):
         self._applied: set[str] = set()
         self._totals: dict[str, list[float]] = {}
         self._workers: dict[str, float] = {}
+        self._window_cap = window_cap
+        self._windows: dict[str, deque[tuple[float, float]]] = {}
+        self._mode = ModeState()
+        self._mode_changed = threading.Condition()
         self._cond = threading.Condition()
 
     @classmethod
@@ -148,7 +155,8 @@ class MemoryQueue(Queue):
             )
             self._pel.pop(entry.id, None)
 
-    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float]) -> bool:
+    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
+        stamp = time.time() if at is None else at
         with self._cond:
             if sample_id in self._applied:
                 return False
@@ -158,7 +166,36 @@ class MemoryQueue(Queue):
                 total = self._totals.setdefault(metric, [0, 0.0])
                 total[0] += 1
                 total[1] += float(value)
+                window = self._windows.get(metric)
+                if window is None:
+                    window = self._windows[metric] = deque(maxlen=self._window_cap)
+                window.appendleft((stamp, float(value)))
             return True
+
+    def window(self, metric: str, count: int) -> list[tuple[float, float]]:
+        with self._cond:
+            return list(self._windows.get(metric, ()))[:count]
+
+    def read_mode(self) -> ModeState:
+        with self._mode_changed:
+            return self._mode
+
+    def write_mode(self, state: ModeState, expected_version: int) -> bool:
+        with self._mode_changed:
+            if self._mode.version != expected_version:
+                return False
+            self._mode = state
+            self._mode_changed.notify_all()
+            return True
+
+    def set_override(self, override: str) -> ModeState:
+        with self._mode_changed:
+            self._mode = replace(self._mode, override=override, version=self._mode.version + 1)
+            self._mode_changed.notify_all()
+            return self._mode
+
+    def mode_listener(self) -> ModeListener:
+        return _MemoryModeListener(self)
 
     def stats(self) -> QueueStats:
         with self._cond:
@@ -185,3 +222,16 @@ class MemoryQueue(Queue):
         horizon = time.time() - max_age_seconds
         with self._cond:
             return {w: at for w, at in self._workers.items() if at >= horizon}
+
+
+class _MemoryModeListener(ModeListener):
+    def __init__(self, queue: MemoryQueue) -> None:
+        self._queue = queue
+        self._seen = queue.read_mode().version
+
+    def wait(self, timeout: float) -> bool:
+        cond = self._queue._mode_changed
+        with cond:
+            changed = cond.wait_for(lambda: self._queue._mode.version != self._seen, timeout)
+            self._seen = self._queue._mode.version
+            return bool(changed)

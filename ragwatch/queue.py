@@ -21,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .degrade import ModeState
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_QUEUE_URL", "Entry", "Queue", "QueueStats", "open_queue"]
+__all__ = ["DEFAULT_QUEUE_URL", "Entry", "ModeListener", "Queue", "QueueStats", "open_queue"]
 
 DEFAULT_QUEUE_URL = "memory://"
 
@@ -78,9 +79,32 @@ class Queue(ABC):
         """Move an entry to the dead-letter stream with its error, and acknowledge it, atomically."""
 
     @abstractmethod
-    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float]) -> bool:
-        """Store a score record and add ``values`` to the per-metric totals — once per sample id.
+    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
+        """Store a score record, add ``values`` to the per-metric totals and push them (stamped ``at``,
+        default now) onto each metric's rolling window — all once per sample id, atomically.
         Returns False (and changes nothing) when this sample was applied before."""
+
+    @abstractmethod
+    def window(self, metric: str, count: int) -> list[tuple[float, float]]:
+        """The newest ``count`` (time, value) points of a metric's window, newest first."""
+
+    # -- degraded mode ----------------------------------------------------------------------------------
+    @abstractmethod
+    def read_mode(self) -> ModeState:
+        """The shared degraded-mode state (the default, normal state when none was written)."""
+
+    @abstractmethod
+    def write_mode(self, state: ModeState, expected_version: int) -> bool:
+        """Compare-and-set: store ``state`` only if the stored version is ``expected_version``, then notify
+        every listener. False when another writer won the race (re-read and decide again)."""
+
+    @abstractmethod
+    def set_override(self, override: str) -> ModeState:
+        """Force degraded mode ``on`` or ``off``, or give control back to the window (``auto``)."""
+
+    @abstractmethod
+    def mode_listener(self) -> ModeListener:
+        """A subscription that wakes up when the mode changes (replicas also re-read periodically)."""
 
     @abstractmethod
     def stats(self) -> QueueStats: ...
@@ -107,6 +131,15 @@ class Queue(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional: only backends holding connections override it
         """Release connections; the queue may not be used afterwards."""
+
+
+class ModeListener(ABC):
+    @abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True when a change was announced."""
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Stop listening."""
 
 
 def open_queue(url: str | None, service: str, **options: Any) -> Queue:

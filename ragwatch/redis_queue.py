@@ -17,23 +17,46 @@ from urllib.parse import unquote, urlsplit
 import redis
 from redis.exceptions import RedisError, ResponseError
 
+from .degrade import ModeState
 from .errors import ConfigError, QueueError
 from .keys import GROUP, Keys
-from .queue import Entry, Queue, QueueStats
+from .queue import Entry, ModeListener, Queue, QueueStats
 
 __all__ = ["RedisQueue", "connect"]
 
 FIELD = "s"  # the stream entry field holding the encoded sample
 
-# KEYS: applied-marker, scores stream, totals hash. ARGV: ttl, scores maxlen, record, metric, value, ...
+# KEYS: applied-marker, scores stream, totals hash, then one window list per metric (in ARGV order).
+# ARGV: ttl, scores maxlen, record, time, window cap, then metric, value pairs.
 _APPLY = """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'r', ARGV[3])
-for i = 4, #ARGV, 2 do
+local w = 4
+for i = 6, #ARGV, 2 do
   redis.call('HINCRBY', KEYS[3], ARGV[i] .. ':n', 1)
   redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i] .. ':sum', ARGV[i + 1])
+  redis.call('LPUSH', KEYS[w], ARGV[4] .. ' ' .. ARGV[i + 1])
+  redis.call('LTRIM', KEYS[w], 0, tonumber(ARGV[5]) - 1)
+  w = w + 1
 end
 return 1
+"""
+
+# KEYS: mode hash. ARGV: channel, expected version, then field, value pairs (including the new version).
+_WRITE_MODE = """
+local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if current ~= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('PUBLISH', ARGV[1], 'changed')
+return 1
+"""
+
+# KEYS: mode hash. ARGV: channel, override.
+_OVERRIDE = """
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[1], 'override', ARGV[2])
+redis.call('PUBLISH', ARGV[1], 'changed')
+return redis.call('HGETALL', KEYS[1])
 """
 
 
@@ -105,6 +128,7 @@ class RedisQueue(Queue):
         scores_maxlen: int = 100_000,
         dead_maxlen: int = 10_000,
         applied_ttl_seconds: int = 7 * 24 * 3600,
+        window_cap: int = 1000,
         socket_timeout: float = 5.0,
         client: Any = None,
     ) -> None:
@@ -116,7 +140,10 @@ class RedisQueue(Queue):
         self._dead_maxlen = dead_maxlen
         self._applied_ttl = applied_ttl_seconds
         self.client = client if client is not None else connect(url, socket_timeout=socket_timeout)
+        self._window_cap = window_cap
         self._apply = self.client.register_script(_APPLY)
+        self._write_mode = self.client.register_script(_WRITE_MODE)
+        self._override = self.client.register_script(_OVERRIDE)
 
     def __repr__(self) -> str:
         return f"RedisQueue({self.url!r}, service={self.service!r})"
@@ -184,13 +211,44 @@ class RedisQueue(Queue):
             pipe.xack(self.keys.samples, GROUP, entry.id)
             pipe.execute()
 
-    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float]) -> bool:
-        args: list[Any] = [self._applied_ttl, self._scores_maxlen, record]
+    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
+        stamp = time.time() if at is None else at
+        args: list[Any] = [self._applied_ttl, self._scores_maxlen, record, repr(stamp), self._window_cap]
+        keys = [self.keys.applied(sample_id), self.keys.scores, self.keys.totals]
         for metric, value in values.items():
             args += [metric, repr(float(value))]
-        keys = [self.keys.applied(sample_id), self.keys.scores, self.keys.totals]
+            keys.append(self.keys.window(metric))
         with _translated("apply"):
             return bool(self._apply(keys=keys, args=args))
+
+    def window(self, metric: str, count: int) -> list[tuple[float, float]]:
+        with _translated("LRANGE"):
+            items = self.client.lrange(self.keys.window(metric), 0, max(0, count - 1))
+        points = []
+        for item in items:
+            stamp, _, value = _text(item).partition(" ")
+            with contextlib.suppress(ValueError):
+                points.append((float(stamp), float(value)))
+        return points
+
+    def read_mode(self) -> ModeState:
+        with _translated("HGETALL"):
+            return ModeState.from_fields(self.client.hgetall(self.keys.mode))
+
+    def write_mode(self, state: ModeState, expected_version: int) -> bool:
+        args: list[Any] = [self.keys.mode_channel, expected_version]
+        for field, value in state.to_fields().items():
+            args += [field, value]
+        with _translated("write mode"):
+            return bool(self._write_mode(keys=[self.keys.mode], args=args))
+
+    def set_override(self, override: str) -> ModeState:
+        with _translated("override"):
+            flat = self._override(keys=[self.keys.mode], args=[self.keys.mode_channel, override])
+        return ModeState.from_fields(dict(zip(flat[::2], flat[1::2], strict=True)))
+
+    def mode_listener(self) -> ModeListener:
+        return _RedisModeListener(self)
 
     def stats(self) -> QueueStats:
         with _translated("stats"):
@@ -261,3 +319,28 @@ def _payload(fields: Any) -> bytes | None:
         return None
     value = fields.get(FIELD.encode(), fields.get(FIELD))
     return value if isinstance(value, bytes) else None
+
+
+class _RedisModeListener(ModeListener):
+    """A pub/sub subscription on the mode channel; reconnects lazily after errors."""
+
+    def __init__(self, queue: RedisQueue) -> None:
+        self._queue = queue
+        self._pubsub: Any = None
+
+    def wait(self, timeout: float) -> bool:
+        try:
+            if self._pubsub is None:
+                self._pubsub = self._queue.client.pubsub(ignore_subscribe_messages=True)
+                self._pubsub.subscribe(self._queue.keys.mode_channel)
+            return self._pubsub.get_message(timeout=timeout) is not None
+        except RedisError:
+            self.close()
+            time.sleep(min(timeout, 1.0))  # Redis away: the periodic re-read will catch up
+            return False
+
+    def close(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                pubsub.close()

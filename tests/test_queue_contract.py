@@ -142,3 +142,37 @@ def test_password_and_acl_user(tmp_path_factory: pytest.TempPathFactory) -> None
             open_queue(f"redis://:wrong@127.0.0.1:{server.port}/0", "svc").add([b"x"])
     finally:
         server.stop()
+
+
+def test_windows_are_pushed_once_per_sample_newest_first(queue: Queue) -> None:
+    queue.apply("a", b"{}", {"cp3": 0.2}, at=100.0)
+    queue.apply("b", b"{}", {"cp3": 0.8, "faithfulness": 1.0}, at=101.0)
+    queue.apply("b", b"{}", {"cp3": 0.8, "faithfulness": 1.0}, at=102.0)  # redelivered: no second point
+    assert queue.window("cp3", 10) == [(101.0, 0.8), (100.0, 0.2)]
+    assert queue.window("cp3", 1) == [(101.0, 0.8)]
+    assert queue.window("faithfulness", 10) == [(101.0, 1.0)]
+    assert queue.window("unknown", 10) == []
+
+
+def test_mode_compare_and_set_override_and_notification(queue: Queue) -> None:
+    import threading
+    from dataclasses import replace
+
+    state = queue.read_mode()
+    assert state.version == 0 and not state.degraded and state.override == "auto"
+    listener = queue.mode_listener()
+    listener.wait(0.05)  # subscribe before anything changes
+    entered = replace(state, degraded=True, since=5.0, reason="cp3 low", value=0.4, samples=30, version=1)
+
+    timer = threading.Timer(0.2, lambda: queue.write_mode(entered, expected_version=0))
+    timer.start()
+    started = time.monotonic()
+    assert listener.wait(5.0) is True
+    assert time.monotonic() - started < 2.0  # woken by the notification, not by the timeout
+    timer.join()
+    assert queue.read_mode() == entered
+    assert queue.write_mode(replace(entered, degraded=False, version=2), expected_version=0) is False  # lost race
+    forced = queue.set_override("off")
+    assert forced.override == "off" and forced.version == 2 and forced.degraded
+    assert queue.read_mode() == forced
+    listener.close()
