@@ -4,14 +4,16 @@ Works with any ASGI framework (Starlette, FastAPI, Litestar…) and imports none
 whole response, streamed bodies included: it ends when the app returns, after the last body chunk was
 sent. A 5xx response or an exception counts as an error; the exception itself propagates unchanged.
 
-Requests carrying the probe header (sent by ``ragwatch replay``) are marked as probes so they can be kept
-out of real-traffic samples.
+While the service is degraded, responses carry ``x-ragwatch-degraded: 1`` and the user notice in
+``x-ragwatch-notice``. Requests carrying the probe header (sent by ``ragwatch replay``) are marked as
+probes so they can be kept out of real-traffic samples.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from . import semconv as sc
 from .stages import PipelineCall
@@ -74,6 +76,8 @@ class RagwatchMiddleware:
         async def send_wrapper(message: Message) -> None:
             if message.get("type") == "http.response.start":
                 status[0] = message.get("status", 0)
+                if self.watch.degraded:
+                    message = {**message, "headers": [*message.get("headers", ()), *self._degraded_headers()]}
             await send(message)
 
         try:
@@ -84,6 +88,11 @@ class RagwatchMiddleware:
             raise
         call.deactivate()
         call.finish(None, HTTPServerError(status[0]) if status[0] >= 500 else None)
+
+    def _degraded_headers(self) -> list[tuple[bytes, bytes]]:
+        """Header values are Latin-1 on the wire, so the (often Chinese) notice is percent-encoded UTF-8."""
+        notice = self.watch.notice or ""
+        return [(b"x-ragwatch-degraded", b"1"), (b"x-ragwatch-notice", quote(notice, safe=" ,.;:!?").encode("ascii"))]
 
     def _begin(self, scope: Scope) -> PipelineCall | None:
         try:

@@ -34,10 +34,12 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from .diagnosis import Thresholds
     from .health import serve_worker_http
     from .judges import make_judges
     from .metrics import WorkerMetrics, families
     from .queue import open_queue
+    from .sla import SLAEvaluator
     from .worker import Worker
 
     settings = load_settings(
@@ -51,6 +53,7 @@ def _worker(args: argparse.Namespace) -> int:
     queue = open_queue(
         settings.redis_url, settings.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
     )
+    metrics = families(WorkerMetrics, REGISTRY, settings.latency_buckets)
     worker = Worker(
         queue,
         judges,
@@ -60,7 +63,14 @@ def _worker(args: argparse.Namespace) -> int:
         block_ms=settings.worker_block_ms,
         claim_idle_ms=int(settings.claim_idle_seconds * 1000),
         max_deliveries=settings.max_deliveries,
-        metrics=families(WorkerMetrics, REGISTRY, settings.latency_buckets),
+        metrics=metrics,
+        maintenance_seconds=min(5.0, settings.sla_evaluate_seconds),
+        evaluator=SLAEvaluator(queue, settings.sla_policy(), settings.health_thresholds, metrics),
+        thresholds=Thresholds(
+            context_precision=settings.sla_threshold,
+            faithfulness=settings.health_thresholds.get("faithfulness", 0.75),
+            answer_relevance=settings.health_thresholds.get("answer_relevance", 0.85),
+        ),
     )
     server = None
     if settings.worker_port is not None and not args.burst:
@@ -107,6 +117,20 @@ def _health(args: argparse.Namespace) -> int:
     return EXIT_OK if live else EXIT_UNHEALTHY
 
 
+def _degrade(args: argparse.Namespace) -> int:
+    from .degrade import effective
+    from .queue import open_queue
+
+    settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
+    queue = open_queue(settings.redis_url, settings.service)
+    try:
+        state = queue.read_mode() if args.mode == "status" else queue.set_override(args.mode)
+    finally:
+        queue.close()
+    print(json.dumps({"service": settings.service, "degraded": effective(state), **state.to_fields()}))
+    return EXIT_OK
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
     parser.add_argument("--service", help="service name (default: $RAGWATCH_SERVICE)")
@@ -131,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--burst", action="store_true", help="drain the queue, then exit")
     worker.add_argument("--max-seconds", type=float, help="stop after this many seconds")
     worker.set_defaults(func=_worker)
+
+    degrade = commands.add_parser("degrade", help="force degraded mode on/off, give it back to the SLA (auto)")
+    _common(degrade)
+    degrade.add_argument("mode", choices=["on", "off", "auto", "status"])
+    degrade.set_defaults(func=_degrade)
 
     health = commands.add_parser("health", help="exit 0 when a worker sent a heartbeat recently, else 1")
     _common(health)

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_MODELS",
     "METRIC_NAMES",
     "CaptureMetrics",
+    "ModeMetrics",
     "ModelChildren",
     "ProducerMetrics",
     "WorkerMetrics",
@@ -60,6 +61,13 @@ QUEUE_LENGTH = "ragwatch_queue_length"
 QUEUE_PENDING = "ragwatch_queue_pending"
 QUEUE_LAG = "ragwatch_queue_lag"
 DEAD_LETTERS = "ragwatch_dead_letters"
+DIAGNOSES = "ragwatch_diagnoses"
+WINDOW_VALUE = "ragwatch_window_value"
+WINDOW_SAMPLES = "ragwatch_window_samples"
+SLA_THRESHOLD = "ragwatch_sla_threshold"
+DEGRADED_TRANSITIONS = "ragwatch_degraded_transitions"
+DEGRADED = "ragwatch_degraded"
+DEGRADED_OVERRIDE = "ragwatch_degraded_override"
 
 #: Every family name as it appears in the exposition (counters gain ``_total``).
 METRIC_NAMES: frozenset[str] = frozenset(
@@ -85,6 +93,13 @@ METRIC_NAMES: frozenset[str] = frozenset(
         QUEUE_PENDING,
         QUEUE_LAG,
         DEAD_LETTERS,
+        DIAGNOSES + "_total",
+        WINDOW_VALUE,
+        WINDOW_SAMPLES,
+        SLA_THRESHOLD,
+        DEGRADED_TRANSITIONS + "_total",
+        DEGRADED,
+        DEGRADED_OVERRIDE,
     }
 )
 
@@ -278,6 +293,57 @@ class WorkerMetrics:
         self.lag = Gauge(QUEUE_LAG, "Entries not yet delivered to any worker.", ["service"], **gauge)  # type: ignore[arg-type]
         self.dead = Gauge(DEAD_LETTERS, "Entries in the dead-letter stream.", ["service"], **gauge)  # type: ignore[arg-type]
         self.queue_errors = families(QueueErrorMetrics, registry).counter
+        self.diagnoses = Counter(
+            DIAGNOSES,
+            "Scored samples by diagnosis (retrieval_miss, noisy_retrieval, hallucination, off_topic, healthy, "
+            "unknown).",
+            ["service", "diagnosis"],
+            registry=registry,
+        )
+        self.window_value = Gauge(
+            WINDOW_VALUE,
+            "Rolling-window mean of a score.",
+            ["service", "metric"],
+            **gauge,  # type: ignore[arg-type]
+        )
+        self.window_samples = Gauge(
+            WINDOW_SAMPLES,
+            "Scores in the rolling window.",
+            ["service", "metric"],
+            **gauge,  # type: ignore[arg-type]
+        )
+        self.sla_threshold = Gauge(
+            SLA_THRESHOLD,
+            "Threshold a score's window is held to (the SLA metric degrades the service; others are health lines).",
+            ["service", "metric"],
+            **gauge,  # type: ignore[arg-type]
+        )
+        self.transitions = Counter(
+            DEGRADED_TRANSITIONS,
+            "Degraded-mode transitions decided by workers, by the state entered (degraded, normal).",
+            ["service", "to"],
+            registry=registry,
+        )
+
+
+class ModeMetrics:
+    """Service side of degraded mode: what this replica currently does."""
+
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        self.degraded = Gauge(
+            DEGRADED,
+            "1 while this replica runs in degraded mode (override included).",
+            ["service"],
+            registry=registry,
+            multiprocess_mode="max",
+        )
+        self.override = Gauge(
+            DEGRADED_OVERRIDE,
+            "1 for the operator override in force (auto, on, off).",
+            ["service", "mode"],
+            registry=registry,
+            multiprocess_mode="max",
+        )
 
 
 _CACHE: weakref.WeakKeyDictionary[CollectorRegistry, dict[Any, Any]] = weakref.WeakKeyDictionary()

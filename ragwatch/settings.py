@@ -22,6 +22,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from .degrade import Policy
 from .errors import ConfigError
 from .redact import BUILTIN_PATTERNS
 
@@ -149,6 +150,35 @@ class Settings(BaseSettings):
         default=9465, ge=0, le=65535, description="Worker /metrics, /livez and /readyz port (unset: none)."
     )
     worker_addr: str = Field(default="0.0.0.0", description="Address of the worker's HTTP server.")
+    # -- quality windows, SLA and degraded mode -------------------------------------------------------------
+    sla_metric: str = Field(default="context_precision_3", description="The score whose window degrades the service.")
+    sla_threshold: float = Field(default=0.65, ge=0, le=1, description="Degraded when the window mean is under this.")
+    sla_window_seconds: float = Field(default=900.0, gt=0, description="Window length in seconds.")
+    sla_window_samples: int = Field(default=200, ge=1, description="At most this many newest scores in the window.")
+    sla_min_samples: int = Field(default=20, ge=1, description="No decision with fewer scores in the window.")
+    sla_margin: float = Field(default=0.05, ge=0, le=1, description="Leave only above threshold + margin.")
+    sla_hold_seconds: float = Field(default=120.0, ge=0, description="…and only after staying there this long.")
+    sla_min_dwell_seconds: float = Field(default=300.0, ge=0, description="Minimum time in a state before switching.")
+    sla_evaluate_seconds: float = Field(default=5.0, gt=0, description="How often workers evaluate the window.")
+    health_thresholds: dict[str, float] = Field(
+        default_factory=lambda: {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35},
+        description="Reporting lines per score (exported as gauges; do not switch modes).",
+    )
+    degraded_mode: bool = Field(default=True, description="Follow the shared degraded-mode flag in this process.")
+    degraded_refresh_seconds: float = Field(
+        default=2.0, gt=0, description="Re-read the flag at least this often (changes are also pushed)."
+    )
+    degraded_notice: str = Field(
+        default="当前检索结果相关性一般，建议尝试更具体的问题描述。 Retrieval quality is degraded right now; "
+        "a more specific question may help.",
+        description="Message for users while degraded (rw.notice, ASGI header x-ragwatch-notice).",
+    )
+    degraded_min_chunk_score: float | None = Field(
+        default=None, description="While degraded, the retriever drops chunks whose score is under this."
+    )
+    degraded_top_k: int | None = Field(
+        default=None, ge=1, description="While degraded, a `top_k=`/`k=` keyword of the retriever is replaced."
+    )
     log_every_seconds: float = Field(
         default=60.0, gt=0, description="At most one log line per kind of internal error in this period."
     )
@@ -171,6 +201,27 @@ class Settings(BaseSettings):
             if not 0 <= rate <= 1:
                 raise ValueError(f"rate for {key!r} must be within 0..1, got {rate}")
         return value
+
+    @field_validator("health_thresholds")
+    @classmethod
+    def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, threshold in value.items():
+            if not 0 <= threshold <= 1:
+                raise ValueError(f"threshold for {key!r} must be within 0..1, got {threshold}")
+        return value
+
+    def sla_policy(self) -> Policy:
+        """The degraded-mode policy these settings describe (validated)."""
+        return Policy(
+            metric=self.sla_metric,
+            threshold=self.sla_threshold,
+            window_seconds=self.sla_window_seconds,
+            window_samples=self.sla_window_samples,
+            min_samples=self.sla_min_samples,
+            margin=self.sla_margin,
+            hold_seconds=self.sla_hold_seconds,
+            min_dwell_seconds=self.sla_min_dwell_seconds,
+        )
 
     @field_validator("redact")
     @classmethod
@@ -224,11 +275,15 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
 
 def _build(given: dict[str, Any]) -> Settings:
     try:
-        return Settings(**given)
+        settings = Settings(**given)
+        settings.sla_policy()  # cross-field checks (margin vs threshold, min samples vs window)
+        return settings
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
         )
         raise ConfigError(f"invalid ragwatch settings: {problems}") from None
+    except ConfigError:
+        raise
     except Exception as exc:  # a YAML syntax error, an unreadable file
         raise ConfigError(f"could not read ragwatch settings: {exc}") from exc

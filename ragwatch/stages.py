@@ -163,6 +163,9 @@ class PipelineCall(Call):
         run = Run(rw.service, question, route)
         self.run = run
         self.active = True
+        mode = rw._mode
+        if mode is not None and mode._thread is None:
+            mode.start()
         tracer = rw._tracer
         if tracer is not None:
             self.span = span = tracer.start_span(
@@ -228,6 +231,12 @@ class RetrieveCall(Call):
             self.span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
             self.active = True
         self.start = _perf()
+
+    def done(self, result: Any) -> Any:
+        mode = self.rw._mode
+        if mode is not None and mode.degraded:
+            result = self.rw._degraded_result(self.run.question if self.run else None, result)
+        return super().done(result)
 
     def on_item(self, item: Any) -> None:
         if self._items is None:

@@ -18,12 +18,15 @@ from opentelemetry.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from . import __version__
+from .chunks import normalize_chunk
+from .degrade import ModeState
 from .guard import Guard
 from .instrument import instrument
-from .metrics import CaptureMetrics, ModelChildren, ProducerMetrics, capture_metrics, families
+from .metrics import CaptureMetrics, ModelChildren, ModeMetrics, ProducerMetrics, capture_metrics, families
+from .mode import ModeWatcher
 from .pricing import PricingTable
 from .producer import Producer
-from .queue import open_queue
+from .queue import Queue, open_queue
 from .redact import Redactor
 from .responses import Usage
 from .run import Run
@@ -51,6 +54,13 @@ def _question(args: tuple, kwargs: dict) -> str | None:
     return None
 
 
+def _score_of(item: Any) -> float | None:
+    try:
+        return normalize_chunk(item, 1).score
+    except Exception:
+        return None
+
+
 class RagWatch:
     """Watches one RAG service: decorate its retriever, its LLM call and the pipeline that joins them.
 
@@ -58,7 +68,8 @@ class RagWatch:
     given comes from ``RAGWATCH_*`` environment variables, then the YAML file, then defaults.
     ``registry`` is the Prometheus registry (``None``: metrics are kept but not registered, for tests);
     ``tracer_provider`` defaults to the application's global one; ``redact_with`` is your own redaction
-    function, applied after the built-in patterns to every text a sample carries.
+    function, applied after the built-in patterns to every text a sample carries; ``rerank(question,
+    chunks)`` is applied to the retriever's result while the service is degraded.
     """
 
     def __init__(
@@ -70,6 +81,7 @@ class RagWatch:
         registry: CollectorRegistry | None = REGISTRY,
         tracer_provider: TracerProvider | None = None,
         redact_with: Callable[[str], str] | None = None,
+        rerank: Callable[[str | None, Any], Any] | None = None,
         **overrides: Any,
     ) -> None:
         if settings is None:
@@ -98,14 +110,65 @@ class RagWatch:
         self._lock = threading.Lock()
         self._metrics_server: Any = None
         self.producer: Producer | None = None
-        if settings.sampling:
-            self._setup_sampling(registry, redact_with)
+        self._mode: ModeWatcher | None = None
+        self._rerank = rerank
+        if settings.sampling or settings.degraded_mode:
+            queue = open_queue(
+                settings.redis_url, self.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
+            )
+            if settings.sampling:
+                self._setup_sampling(queue, registry, redact_with)
+            if settings.degraded_mode:
+                self._mode = ModeWatcher(
+                    queue,
+                    guard=self._guard,
+                    refresh_seconds=settings.degraded_refresh_seconds,
+                    metrics=families(ModeMetrics, registry) if settings.metrics else None,
+                )  # its thread starts with the first request: a pre-fork master never runs it
         if settings.metrics_port is not None:
             self.start_metrics_server()
 
-    def _setup_sampling(self, registry: CollectorRegistry | None, redact_with: Callable[[str], str] | None) -> None:
+    # -- degraded mode ------------------------------------------------------------------------------------
+    @property
+    def degraded(self) -> bool:
+        """True while the service runs in degraded mode (a local read: no I/O)."""
+        mode = self._mode
+        return mode is not None and mode.degraded
+
+    @property
+    def mode(self) -> ModeState:
+        """The shared degraded-mode state as last seen by this process (since when, why, window value)."""
+        return self._mode.state if self._mode is not None else ModeState()
+
+    @property
+    def notice(self) -> str | None:
+        """The message to show users while degraded, else None."""
+        return self.settings.degraded_notice if self.degraded else None
+
+    def on_transition(self, callback: Callable[[ModeState, ModeState], None]) -> Callable[[ModeState, ModeState], None]:
+        """Run ``callback(old, new)`` when degraded mode switches (or an override changes); usable as a
+        decorator. It runs on ragwatch's background thread; its errors are contained."""
+        if self._mode is not None:
+            self._mode.callbacks.append(callback)
+        return callback
+
+    def _degraded_result(self, question: str | None, result: Any) -> Any:
+        """Apply the configured degraded-mode retrieval policies; the original result on any error."""
+        floor = self.settings.degraded_min_chunk_score
+        try:
+            if floor is not None and isinstance(result, list):
+                kept = [item for item in result if _score_of(item) is None or _score_of(item) >= floor]  # type: ignore[operator]
+                result = kept if kept else result[:1]  # never leave the LLM with nothing at all
+            if self._rerank is not None:
+                result = self._rerank(question, result)
+        except Exception as exc:
+            self._guard.failed("capture", exc)
+        return result
+
+    def _setup_sampling(
+        self, queue: Queue, registry: CollectorRegistry | None, redact_with: Callable[[str], str] | None
+    ) -> None:
         s = self.settings
-        queue = open_queue(s.redis_url, self.service, maxlen=s.queue_maxlen, scores_maxlen=s.scores_maxlen)
         sampler = Sampler(
             s.sample_rate,
             sample_errors=s.sample_errors,
@@ -160,9 +223,11 @@ class RagWatch:
         return self.producer.flush(timeout) if self.producer is not None else True
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush and stop the background sender (also done at interpreter exit)."""
+        """Flush and stop the background threads (the sender also flushes at interpreter exit)."""
         if self.producer is not None:
             self.producer.close(timeout)
+        if self._mode is not None:
+            self._mode.stop()
 
     def __repr__(self) -> str:
         return f"RagWatch(service={self.service!r})"
@@ -177,6 +242,10 @@ class RagWatch:
         """Watch a retriever (sync, async or a generator of chunks); its result is returned unchanged."""
 
         def begin(args: tuple, kwargs: dict) -> Call:
+            if self._mode is not None and self._mode.degraded and self.settings.degraded_top_k is not None:
+                for key in ("top_k", "k"):
+                    if key in kwargs:
+                        kwargs[key] = self.settings.degraded_top_k  # the call below receives this dict
             top_k = kwargs.get("top_k", kwargs.get("k"))
             call = RetrieveCall(self, top_k if isinstance(top_k, int) else None, name)
             run = call.run

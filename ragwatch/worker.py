@@ -30,11 +30,13 @@ from typing import Any
 
 import orjson
 
+from .diagnosis import Thresholds, diagnose
 from .errors import QueueError
 from .judges.base import Judge
 from .metrics import WorkerMetrics
 from .queue import Entry, Queue
 from .sample import Sample, SampleDecodeError, decode_sample
+from .sla import SLAEvaluator
 
 __all__ = ["ScoreRecord", "Worker"]
 
@@ -60,6 +62,7 @@ class ScoreRecord:
     model: str | None
     route: str | None
     reason: str
+    diagnosis: str
 
 
 class Worker:
@@ -76,6 +79,8 @@ class Worker:
         max_deliveries: int = 5,
         metrics: WorkerMetrics | None = None,
         maintenance_seconds: float = 5.0,
+        evaluator: SLAEvaluator | None = None,
+        thresholds: Thresholds | None = None,
     ) -> None:
         self.queue = queue
         self.judges = list(judges)
@@ -86,6 +91,8 @@ class Worker:
         self.claim_idle_ms = claim_idle_ms
         self.max_deliveries = max_deliveries
         self.maintenance_seconds = maintenance_seconds
+        self.evaluator = evaluator
+        self.thresholds = thresholds or Thresholds()
         self.processed = 0
         self.ready = False
         self.last_loop = 0.0
@@ -158,6 +165,8 @@ class Worker:
             log.warning("ragwatch worker: %d pending entries were trimmed from the stream before scoring", len(gone))
         if claimed:
             self._handle(claimed)
+        if self.evaluator is not None:
+            self.evaluator.tick()
         if self._m is not None:
             stats = self.queue.stats()
             service = self.queue.service
@@ -194,12 +203,16 @@ class Worker:
                 self._failed(entry, exc)
                 continue
             values = record.scores
-            fresh = self.queue.apply(sample.sample_id, orjson.dumps(record), values)
+            fresh = self.queue.apply(
+                sample.sample_id, orjson.dumps(record), values, at=min(sample.created_at, time.time())
+            )
             if fresh:
                 self._count("scored")
                 if self._m is not None:
+                    service = self.queue.service
                     for metric, value in values.items():
-                        self._m.scores.labels(self.queue.service, metric).observe(value)
+                        self._m.scores.labels(service, metric).observe(value)
+                    self._m.diagnoses.labels(service, record.diagnosis).inc()
             else:
                 self._count("duplicate")
             done.append(entry.id)
@@ -224,6 +237,14 @@ class Worker:
                 scores[metric] = float(value)
             if verdict.details:
                 details[judge.name] = verdict.details
+        relevances = next(
+            (
+                [float(c["relevance"]) for c in d["chunks"]]
+                for d in details.values()
+                if isinstance(d.get("chunks"), list)
+            ),
+            None,
+        )
         return ScoreRecord(
             sample_id=sample.sample_id,
             trace_id=sample.trace_id,
@@ -240,6 +261,7 @@ class Worker:
             model=sample.model,
             route=sample.route,
             reason=sample.reason,
+            diagnosis=diagnose(scores, relevances, self.thresholds),
         )
 
     def _failed(self, entry: Entry, exc: Exception) -> None:

@@ -416,7 +416,15 @@ def test_fork_gives_the_child_its_own_buffer_and_flusher(redis_url: str) -> None
         try:
             for i in range(3):
                 answer(f"child-{i}")
-            code = 0 if rw.flush(10) else 1
+            code = 0 if rw.flush(10) else 3
+            if code:
+                import faulthandler
+
+                sys.stderr.write(f"producer state: {rw.producer!r} failures={rw.producer.failures}\n")
+                faulthandler.dump_traceback(all_threads=True)
+        except BaseException as exc:
+            sys.stderr.write(f"child failed: {exc!r}\n")
+            code = 4
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
