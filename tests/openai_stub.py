@@ -1,0 +1,192 @@
+"""A real OpenAI-compatible chat-completions server for tests, on a free loopback port.
+
+The LLM judge's retry, timeout and concurrency logic lives in how it talks HTTP, so it is tested against a
+real socket rather than a mocked client: a test scripts the replies (content, usage, status codes, broken
+bodies, slow answers) and afterwards reads what the server received (method, path, headers, parsed body)
+and how many requests were in flight at once.
+
+    with OpenAIStub() as stub:
+        stub.script(status_reply(429, headers={"Retry-After": "0"}), chat_reply({"claims": []}))
+        ...  # point the client at stub.url ("http://127.0.0.1:<port>/v1")
+        assert len(stub.requests) == 2
+
+A request that arrives when the script is empty gets ``stub.default`` if set, else HTTP 418, which the
+judge treats as a configuration error: an unscripted request fails loudly instead of being retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+
+__all__ = ["OpenAIStub", "Recorded", "Reply", "chat_reply", "raw_reply", "status_reply"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted HTTP response, sent after ``delay`` seconds."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as the server saw it; ``body`` is the parsed JSON (or the raw bytes if not JSON)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+def chat_reply(
+    content: Any,
+    *,
+    input_tokens: int | None = 100,
+    output_tokens: int | None = 20,
+    delay: float = 0.0,
+    model: str = "stub-model",
+    finish_reason: str = "stop",
+) -> Reply:
+    """A 200 chat completion whose ``choices[0].message.content`` is ``content`` (JSON-encoded unless a
+    string); ``input_tokens=None`` leaves ``usage`` out, as some servers do."""
+    text = content if isinstance(content, str) else orjson.dumps(content).decode()
+    payload: dict[str, Any] = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+    }
+    if input_tokens is not None:
+        out = output_tokens or 0
+        payload["usage"] = {"prompt_tokens": input_tokens, "completion_tokens": out, "total_tokens": input_tokens + out}
+    return Reply(200, orjson.dumps(payload), {"Content-Type": "application/json"}, delay)
+
+
+def status_reply(
+    status: int, *, message: str = "stub error", headers: Mapping[str, str] | None = None, delay: float = 0.0
+) -> Reply:
+    """An error in OpenAI's shape (``{"error": {"message": ...}}``) with the given status."""
+    body = orjson.dumps({"error": {"message": message, "type": "stub", "code": status}})
+    return Reply(status, body, {"Content-Type": "application/json", **(headers or {})}, delay)
+
+
+def raw_reply(body: bytes, *, status: int = 200, content_type: str = "text/html", delay: float = 0.0) -> Reply:
+    """Arbitrary bytes, e.g. a proxy's HTML error page where JSON was expected."""
+    return Reply(status, body, {"Content-Type": content_type}, delay)
+
+
+_UNSCRIPTED = status_reply(418, message="openai stub: no scripted reply for this request")
+
+
+class OpenAIStub:
+    """A ``ThreadingHTTPServer`` in a daemon thread answering ``POST …/chat/completions`` from a script."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.default: Reply | None = None
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL a client should be given (``…/v1``)."""
+        if self._server is None:
+            raise RuntimeError("stub not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies; each request takes the next one."""
+        with self._lock:
+            self._script.extend(replies)
+
+    def start(self) -> None:
+        handler = type("Handler", (_Handler,), {"stub": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="openai-stub", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()  # wakes handlers still "thinking" on a slow reply
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._server = None
+
+    def __enter__(self) -> OpenAIStub:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next(self, recorded: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(recorded)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self._script:
+                return self._script.popleft()
+            return self.default or _UNSCRIPTED
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+class _Handler(BaseHTTPRequestHandler):
+    stub: OpenAIStub
+    protocol_version = "HTTP/1.1"  # keep-alive, as real servers do, so connection reuse is exercised
+    timeout = 10  # an idle kept-alive connection ends its thread eventually
+    disable_nagle_algorithm = True  # headers and body go out in two writes; no 40 ms delayed-ACK stall
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body: Any = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = raw
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        reply = self.stub._next(Recorded("POST", self.path, headers, body))
+        try:
+            if reply.delay:
+                self.stub._stop.wait(reply.delay)
+        finally:
+            # Leave the in-flight count *before* answering: once the client has the response it may send the
+            # next request, which must never overlap this one in the count.
+            self.stub._done()
+        if not self.path.endswith("/chat/completions"):
+            reply = status_reply(404, message=f"no route {self.path}")
+        with contextlib.suppress(OSError):  # the client gave up (timeout) and closed the socket
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(reply.body)))
+            self.end_headers()
+            self.wfile.write(reply.body)
+            self.wfile.flush()
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: pytest shows stderr on failure only
+        pass
