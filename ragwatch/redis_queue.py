@@ -4,18 +4,24 @@ One stream per service (``XADD … MAXLEN ~`` keeps Redis memory bounded), one c
 its workers, ``XAUTOCLAIM`` for entries a crashed worker left pending, a dead-letter stream, and a Lua
 script that applies a score exactly once per sample id. Every redis-py error is translated into
 :class:`~ragwatch.errors.QueueError` here and nowhere else; every call has a socket timeout.
+
+Every multi-key write is a Lua script over keys sharing the ``{service}`` hash tag, never MULTI/EXEC:
+that is atomic on one Redis, behind Sentinel and in Redis Cluster alike (the cluster pipelines of
+redis-py < 6 refuse transactions). A cluster client is created on first use, because redis-py connects to
+the cluster in its constructor and a host application must be able to start while Redis is down.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from .degrade import ModeState
 from .errors import ConfigError, QueueError
@@ -59,6 +65,15 @@ redis.call('PUBLISH', ARGV[1], 'changed')
 return redis.call('HGETALL', KEYS[1])
 """
 
+# KEYS: dead-letter stream, samples stream. ARGV: dead maxlen, group, entry id, then field, value pairs.
+_DEAD_LETTER = """
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 4))
+return redis.call('XACK', KEYS[2], ARGV[2], ARGV[3])
+"""
+
+# redis-py raises these for cluster trouble (no reachable node, slot not covered) outside RedisError.
+_ERRORS = (RedisError, RedisClusterException)
+
 
 def connect(url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> Any:
     """A redis-py client for any supported URL form (see :mod:`ragwatch.queue`)."""
@@ -67,17 +82,49 @@ def connect(url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2
         "socket_connect_timeout": connect_timeout,
         "health_check_interval": 30,
     }
-    scheme = url.split(":", 1)[0].lower()
+    scheme = _scheme(url)
+    if scheme == "redis+cluster":
+        return _cluster(url, options)
     try:
-        if scheme == "redis+cluster":
-            from redis.cluster import RedisCluster
-
-            return RedisCluster.from_url("redis" + url[len("redis+cluster") :], **options)
         if scheme == "redis+sentinel":
             return _sentinel(url, options)
         return redis.Redis.from_url(url, **options)
     except (ValueError, RedisError) as exc:
         raise ConfigError(f"invalid Redis URL {_safe(url)!r}: {exc}") from None
+
+
+def _scheme(url: str) -> str:
+    return url.split(":", 1)[0].lower()
+
+
+def _cluster_url(url: str) -> str:
+    """The ``redis://`` URL of the seed node for redis-py's cluster client; ConfigError when it cannot work."""
+    plain = "redis" + url[len("redis+cluster") :]
+    problem = ""
+    try:
+        parts = urlsplit(plain)
+        if not parts.hostname or "," in parts.netloc.rsplit("@", 1)[-1]:
+            problem = "redis+cluster:// takes the host:port of one node"
+        elif parts.path.strip("/") not in ("", "0"):
+            problem = "Redis Cluster has only database 0"
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as exc:
+        problem = str(exc)
+    if problem:
+        raise ConfigError(f"invalid Redis URL {_safe(url)!r}: {problem}")
+    return plain
+
+
+def _cluster(url: str, options: dict[str, Any]) -> Any:
+    from redis.cluster import RedisCluster
+
+    plain = _cluster_url(url)
+    try:
+        return RedisCluster.from_url(plain, **options)  # asks the seed node for the slot map, now
+    except ValueError as exc:
+        raise ConfigError(f"invalid Redis URL {_safe(url)!r}: {exc}") from None
+    except _ERRORS as exc:
+        raise QueueError(f"redis cluster connect failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _sentinel(url: str, options: dict[str, Any]) -> Any:
@@ -114,7 +161,7 @@ def _safe(url: str) -> str:
 def _translated(what: str) -> Iterator[None]:
     try:
         yield
-    except RedisError as exc:
+    except _ERRORS as exc:
         raise QueueError(f"redis {what} failed: {type(exc).__name__}: {exc}") from exc
 
 
@@ -139,11 +186,42 @@ class RedisQueue(Queue):
         self._scores_maxlen = scores_maxlen
         self._dead_maxlen = dead_maxlen
         self._applied_ttl = applied_ttl_seconds
-        self.client = client if client is not None else connect(url, socket_timeout=socket_timeout)
         self._window_cap = window_cap
-        self._apply = self.client.register_script(_APPLY)
-        self._write_mode = self.client.register_script(_WRITE_MODE)
-        self._override = self.client.register_script(_OVERRIDE)
+        self._url = url
+        self._socket_timeout = socket_timeout
+        self._lock = threading.Lock()
+        self._client: Any = None
+        if client is not None:
+            self._use(client)
+        elif _scheme(url) == "redis+cluster":
+            _cluster_url(url)  # a bad URL is a ConfigError now; the cluster is contacted on first use
+        else:
+            self._use(connect(url, socket_timeout=socket_timeout))
+
+    def _use(self, client: Any) -> None:
+        self._scripts = {
+            name: client.register_script(text)
+            for name, text in (
+                ("apply", _APPLY),
+                ("write_mode", _WRITE_MODE),
+                ("override", _OVERRIDE),
+                ("dead_letter", _DEAD_LETTER),
+            )
+        }
+        self._client = client
+
+    def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        client = self.client  # connects (and registers the scripts) on first use
+        return self._scripts[script](keys=keys, args=args, client=client)
+
+    @property
+    def client(self) -> Any:
+        """The redis-py client; a cluster client is created on first use (QueueError while unreachable)."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._use(connect(self._url, socket_timeout=self._socket_timeout))
+        return self._client
 
     def __repr__(self) -> str:
         return f"RedisQueue({self.url!r}, service={self.service!r})"
@@ -163,7 +241,7 @@ class RedisQueue(Queue):
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise QueueError(f"redis XGROUP CREATE failed: {exc}") from exc
-        except RedisError as exc:
+        except _ERRORS as exc:
             raise QueueError(f"redis XGROUP CREATE failed: {exc}") from exc
 
     def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
@@ -202,14 +280,12 @@ class RedisQueue(Queue):
                 self.client.xack(self.keys.samples, GROUP, *ids)
 
     def dead_letter(self, entry: Entry, error: str) -> None:
-        fields = {"id": entry.id, "error": error[:2000], "deliveries": entry.deliveries, "at": time.time()}
+        args: list[Any] = [self._dead_maxlen, GROUP, entry.id]
+        args += ["id", entry.id, "error", error[:2000], "deliveries", entry.deliveries, "at", repr(time.time())]
         if entry.payload is not None:
-            fields[FIELD] = entry.payload
+            args += [FIELD, entry.payload]
         with _translated("dead-letter"):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.xadd(self.keys.dead, fields, maxlen=self._dead_maxlen, approximate=True)
-            pipe.xack(self.keys.samples, GROUP, entry.id)
-            pipe.execute()
+            self._run("dead_letter", [self.keys.dead, self.keys.samples], args)
 
     def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
         stamp = time.time() if at is None else at
@@ -219,7 +295,7 @@ class RedisQueue(Queue):
             args += [metric, repr(float(value))]
             keys.append(self.keys.window(metric))
         with _translated("apply"):
-            return bool(self._apply(keys=keys, args=args))
+            return bool(self._run("apply", keys, args))
 
     def window(self, metric: str, count: int) -> list[tuple[float, float]]:
         with _translated("LRANGE"):
@@ -240,11 +316,11 @@ class RedisQueue(Queue):
         for field, value in state.to_fields().items():
             args += [field, value]
         with _translated("write mode"):
-            return bool(self._write_mode(keys=[self.keys.mode], args=args))
+            return bool(self._run("write_mode", [self.keys.mode], args))
 
     def set_override(self, override: str) -> ModeState:
         with _translated("override"):
-            flat = self._override(keys=[self.keys.mode], args=[self.keys.mode_channel, override])
+            flat = self._run("override", [self.keys.mode], [self.keys.mode_channel, override])
         return ModeState.from_fields(dict(zip(flat[::2], flat[1::2], strict=True)))
 
     def mode_listener(self) -> ModeListener:
@@ -306,8 +382,15 @@ class RedisQueue(Queue):
         return {_text(k): float(v) for k, v in raw.items() if float(v) >= horizon}
 
     def close(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
         with contextlib.suppress(Exception):
-            self.client.close()
+            client.close()
+        manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+        for sentinel in getattr(manager, "sentinels", ()):  # the clients that ask Sentinel for the master
+            with contextlib.suppress(Exception):
+                sentinel.close()
 
 
 def _text(value: Any) -> str:
@@ -334,7 +417,7 @@ class _RedisModeListener(ModeListener):
                 self._pubsub = self._queue.client.pubsub(ignore_subscribe_messages=True)
                 self._pubsub.subscribe(self._queue.keys.mode_channel)
             return self._pubsub.get_message(timeout=timeout) is not None
-        except RedisError:
+        except (*_ERRORS, QueueError):
             self.close()
             time.sleep(min(timeout, 1.0))  # Redis away: the periodic re-read will catch up
             return False

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 # System services the integration tests talk to (real servers, never fakes).
 packages=()
 command -v redis-server >/dev/null 2>&1 || packages+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || packages+=(redis-tools)  # redis-cli --cluster create
+command -v openssl >/dev/null 2>&1 || packages+=(openssl)  # certificates for the TLS tests
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${packages[*]}"
