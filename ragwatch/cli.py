@@ -49,7 +49,7 @@ def _worker(args: argparse.Namespace) -> int:
         worker_concurrency=args.concurrency,
         worker_port=args.port,
     )
-    judges = make_judges(args.judge or ["trivial"])
+    judges = make_judges(args.judge or settings.judges, settings)
     queue = open_queue(
         settings.redis_url, settings.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
     )
@@ -131,6 +131,12 @@ def _degrade(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _eval_judge(args: argparse.Namespace) -> int:
+    from .evaluate import main as evaluate
+
+    return evaluate(args.rest)
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
     parser.add_argument("--service", help="service name (default: $RAGWATCH_SERVICE)")
@@ -148,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="score sampled requests from the queue")
     _common(worker)
-    worker.add_argument("--judge", action="append", help="judge to run (repeatable; default: trivial)")
+    worker.add_argument(
+        "--judge", action="append", help="judge to run (repeatable; default: the judges setting, offline)"
+    )
     worker.add_argument("--concurrency", type=int, help="samples scored in parallel (threads)")
     worker.add_argument("--name", help="consumer name (default: host-pid)")
     worker.add_argument("--port", type=int, help="port of /metrics, /livez, /readyz (default 9465)")
@@ -161,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     degrade.add_argument("mode", choices=["on", "off", "auto", "status"])
     degrade.set_defaults(func=_degrade)
 
+    evaluate = commands.add_parser(
+        "eval-judge", add_help=False, help="measure a judge on labelled data (ragwatch eval-judge --help)"
+    )
+    evaluate.add_argument("rest", nargs=argparse.REMAINDER)
+    evaluate.set_defaults(func=_eval_judge)
+
     health = commands.add_parser("health", help="exit 0 when a worker sent a heartbeat recently, else 1")
     _common(health)
     health.add_argument("--max-age", type=float, default=30.0, help="seconds a heartbeat stays fresh")
@@ -169,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["eval-judge"]:  # its own parser (argparse cannot forward "--help" through REMAINDER)
+        from .evaluate import main as evaluate
+
+        return evaluate(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -14,8 +14,10 @@ the cluster in its constructor and a host application must be able to start whil
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -193,10 +195,20 @@ class RedisQueue(Queue):
         self._client: Any = None
         if client is not None:
             self._use(client)
-        elif _scheme(url) == "redis+cluster":
+            return
+        ref = weakref.ref(self)  # our own client: a forked child makes a fresh one (see _after_fork)
+        os.register_at_fork(after_in_child=lambda: (q := ref()) and q._after_fork())
+        if _scheme(url) == "redis+cluster":
             _cluster_url(url)  # a bad URL is a ConfigError now; the cluster is contacted on first use
         else:
             self._use(connect(url, socket_timeout=socket_timeout))
+
+    def _after_fork(self) -> None:
+        """Drop the parent's client in a forked child. redis-py resets a pool after fork by itself, but
+        under a lock that another parent thread may have held at the moment of the fork — the child would
+        wait forever. A new client, made on first use, holds no inherited lock."""
+        self._lock = threading.Lock()
+        self._client = None
 
     def _use(self, client: Any) -> None:
         self._scripts = {

@@ -47,6 +47,10 @@ DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
 
 CONFIG_FILE_ENV = "RAGWATCH_CONFIG_FILE"
 
+#: Judges a worker can run (built by ``ragwatch.judges.make_judges``; named here so validating settings
+#: does not load the judges into a service process).
+JUDGE_NAMES = ("offline", "llm", "cascade", "trivial")
+
 
 class PriceSetting(BaseModel):
     """USD per one million tokens for one model; overrides the shipped table."""
@@ -150,6 +154,23 @@ class Settings(BaseSettings):
         default=9465, ge=0, le=65535, description="Worker /metrics, /livez and /readyz port (unset: none)."
     )
     worker_addr: str = Field(default="0.0.0.0", description="Address of the worker's HTTP server.")
+    # -- judges ------------------------------------------------------------------------------------------
+    judges: tuple[str, ...] = Field(
+        default=("offline",), description="Judges a worker runs: offline, llm, cascade, trivial."
+    )
+    judge_base_url: str | None = Field(
+        default=None, description="OpenAI-compatible endpoint of the LLM judge, e.g. https://api.openai.com/v1."
+    )
+    judge_model: str | None = Field(default=None, description="Pinned model id of the LLM judge.")
+    judge_timeout: float = Field(default=30.0, gt=0, description="Seconds per LLM judge request.")
+    judge_max_retries: int = Field(default=3, ge=0, description="Retries on 429, 5xx and timeouts.")
+    judge_concurrency: int = Field(default=8, ge=1, description="LLM judge requests in flight per worker.")
+    cascade_band: tuple[float, float] = Field(
+        default=(0.3, 0.8), description="Offline faithfulness in this band escalates to the LLM judge."
+    )
+    cascade_fraction: float = Field(
+        default=0.02, ge=0, le=1, description="Share of other samples escalated anyway (keeps calibration honest)."
+    )
     # -- quality windows, SLA and degraded mode -------------------------------------------------------------
     sla_metric: str = Field(default="context_precision_3", description="The score whose window degrades the service.")
     sla_threshold: float = Field(default=0.65, ge=0, le=1, description="Degraded when the window mean is under this.")
@@ -200,6 +221,21 @@ class Settings(BaseSettings):
         for key, rate in value.items():
             if not 0 <= rate <= 1:
                 raise ValueError(f"rate for {key!r} must be within 0..1, got {rate}")
+        return value
+
+    @field_validator("judges")
+    @classmethod
+    def _known_judges(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [j for j in value if j not in JUDGE_NAMES]
+        if unknown or not value:
+            raise ValueError(f"unknown judge(s) {unknown}; known: {list(JUDGE_NAMES)}")
+        return value
+
+    @field_validator("cascade_band")
+    @classmethod
+    def _band(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if not 0 <= value[0] <= value[1] <= 1:
+            raise ValueError(f"must satisfy 0 ≤ low ≤ high ≤ 1, got {list(value)}")
         return value
 
     @field_validator("health_thresholds")

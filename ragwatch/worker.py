@@ -303,3 +303,17 @@ class Worker:
             self._stop.set()
         else:
             raise SystemExit(128 + signum)
+
+
+def _chunk_relevances(details: dict[str, Any], depth: int = 0) -> list[float] | None:
+    """The first judge's per-chunk relevances, wherever a judge (or a cascade inside it) reported them."""
+    chunks = details.get("chunks")
+    if isinstance(chunks, list) and all(isinstance(c, dict) and "relevance" in c for c in chunks):
+        return [float(c["relevance"]) for c in chunks]
+    if depth < 3:
+        for value in details.values():
+            if isinstance(value, dict):
+                found = _chunk_relevances(value, depth + 1)
+                if found is not None:
+                    return found
+    return None

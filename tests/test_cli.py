@@ -46,3 +46,11 @@ def test_bad_config_exits_2_with_the_field_name() -> None:
 
 def test_usage_error_exits_2() -> None:
     assert run("no-such-command").returncode == 2
+
+
+def test_eval_judge_is_reachable_from_the_cli(tmp_path: Path) -> None:
+    assert run("eval-judge", "--help").returncode == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q"}\nnot json\n')
+    out = run("eval-judge", str(bad))
+    assert out.returncode == 2 and "line" in out.stderr

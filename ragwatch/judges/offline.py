@@ -1,0 +1,899 @@
+"""The offline judge: faithfulness claim by claim and chunk relevance, with no model and no network.
+
+Why a lexical judge at all: an LLM judge costs money and latency per sample and needs an API key in the
+scoring workers; this one runs anywhere, hundreds of samples per second per core, and explains itself
+(every claim comes with a verdict, the best supporting quote and the chunk it came from). It is weaker
+than a good LLM judge on paraphrase, and says so in the README's measured figures.
+
+How faithfulness is judged, for each claim of :func:`~ragwatch.judges.claims.split_claims`:
+
+1. **Unverifiable** claims are set aside: refusals and meta statements ("the context does not say",
+   "根据现有信息无法回答", "I don't know"), framing lines ("Here is a summary:") and courtesy lines ("I hope
+   this helps"). They leave the denominator of faithfulness.
+2. **Alignment features** against the retrieved chunks, all in 0..1: weighted token coverage of the claim
+   by the whole context, by the best sentence and by the best pair of adjacent sentences (English word
+   stems, CJK character bigrams, numbers), coverage of the claim's token bigrams (phrases), missing named
+   entities. Tokens the question already contains are not asked to be supported (restating the question
+   is not a hallucination), nor are words about the passages ("according to passage 2").
+3. **Rules**, each also a hard verdict (the claim is UNSUPPORTED whatever the calibrated score):
+   a number absent from the context; a unit that differs ("5 miles" vs "5 km"); a negation that flips
+   between the claim and a sentence saying nearly the same thing; a hedge dropped (the context says
+   "expected", "预计", "或将", "about 30", "约1200万", the claim states it as fact); a value that contradicts
+   a structured (JSON) chunk (``"WiFi": "no"`` vs "offers WiFi"); a named entity the context never
+   mentions in place of one it does ("in Paris" where the aligned sentence says "in Rome"). A modal hedge
+   dropped ("may" → "can") is only a soft feature: writers paraphrase that way all the time.
+4. A **logistic calibration** (weights in ``offline_weights.json``, fitted by ``scripts/train_offline.py``
+   on claim labels derived from human span annotations, with every weight constrained to its sensible
+   sign) turns the features into P(supported); below the shipped threshold the claim is UNSUPPORTED.
+
+Each claim's ``evidence`` is the sentence of a chunk that best covers it — the supporting quote for a
+SUPPORTED claim, the closest (insufficient) one for an UNSUPPORTED claim — always a verbatim substring of
+the chunk named by ``chunk_id``. Faithfulness is compared to the context only, never to world knowledge:
+an answer faithful to a wrong context is faithful.
+
+Chunk relevance is an IDF-weighted, saturating question/chunk overlap (IDF over the sample's own chunks,
+so nothing is downloaded) with answer-type cues (a "how many" question wants a chunk with a number, a
+"why" question one that gives a cause), calibrated by a second small logistic model so that 0.5 is the
+relevant/irrelevant boundary. Context Precision@K follows from it (:mod:`ragwatch.retrieval_metrics`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import logging
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..retrieval_metrics import context_precision_mean
+from ..retrieval_metrics import context_precision_ranked as context_precision_rank_aware
+from ..sample import Sample, SampleChunk
+from .base import (
+    ANSWER_RELEVANCE,
+    CONTEXT_RELEVANCE,
+    FAITHFULNESS,
+    Verdict,
+    context_precision,
+    context_precision_ranked,
+)
+from .claims import Claim, mask_inline_code, split_claims
+from .text import (
+    NumberMention,
+    TextAnalysis,
+    _wordset,
+    analyse_text,
+    approximated_numbers,
+    content_tokens,
+    entity_tokens,
+    json_polarity,
+    negation_scopes,
+    scan,
+    stem,
+)
+
+__all__ = [
+    "FAITH_FEATURES",
+    "FAITH_SIGNS",
+    "RELEVANCE_FEATURES",
+    "RELEVANCE_SIGNS",
+    "SUPPORTED",
+    "UNSUPPORTED",
+    "UNVERIFIABLE",
+    "ClaimAnalysis",
+    "OfflineJudge",
+    "claim_labels",
+    "is_unverifiable",
+    "relevance_features",
+]
+
+_log = logging.getLogger(__name__)
+
+SUPPORTED = "SUPPORTED"
+UNSUPPORTED = "UNSUPPORTED"
+UNVERIFIABLE = "UNVERIFIABLE"
+
+WEIGHTS_PATH = Path(__file__).with_name("offline_weights.json")
+
+#: Claim features, in the order of the weight vector.
+FAITH_FEATURES = (
+    "cov_all",
+    "cov_sent",
+    "cov_pair",
+    "cov_phrase",
+    "miss_entity",
+    "num_missing",
+    "unit_mismatch",
+    "neg_flip",
+    "hedge_drop",
+    "modal_drop",
+    "json_conflict",
+    "miss_count",
+    "miss_run",
+)
+#: The direction each faithfulness feature may push P(supported): calibration is fitted under these signs.
+FAITH_SIGNS = (1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1)
+#: Chunk relevance features, in the order of the weight vector.
+RELEVANCE_FEATURES = ("q_cov", "q_cov_idf", "bm25", "q_phrase", "best_sent", "type_match", "definitional", "why_how")
+#: Every relevance feature is "more overlap / more fitting", so none may lower relevance.
+RELEVANCE_SIGNS = (1, 1, 1, 1, 1, 1, 1, 1)
+
+# Fallback weights so the judge works before (or without) a trained file; replaced by the trained ones.
+_DEFAULT_WEIGHTS: dict[str, Any] = {
+    "faithfulness": {
+        "features": list(FAITH_FEATURES),
+        "coef": [2.0, 3.0, 1.0, 2.0, -2.0, -3.0, -3.0, -3.0, -2.0, -0.5, -2.0, -1.0, -1.0],
+        "intercept": -3.0,
+        "threshold": 0.5,
+    },
+    "relevance": {
+        "features": list(RELEVANCE_FEATURES),
+        "coef": [2.0, 3.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.5],
+        "intercept": -4.0,
+    },
+}
+
+#: English words that are content words grammatically but say little about *what* a claim asserts.
+_GENERIC = frozenset(
+    stem(w)
+    for w in _wordset(
+        """
+        provide include use make help offer allow base passage information important various several many
+        different mention state describe need well like good great new way also other overall however
+        additionally known call refer consider find give show mean type kind part number level area often
+        usually generally typically specific particular certain thing lot able
+        """
+    )
+)
+
+#: Words about the passages themselves ("according to the passage", "the data shows"): never need support.
+_META = frozenset(
+    stem(w)
+    for w in """
+    passage passages context contexts document documents text article articles information provided given
+    mentioned mentions mention according based summary overall answer question note data source sources
+    stated states describes described indicates indicated suggests suggested explains explained reviewer
+    reviewers review reviews customer customers user users additionally furthermore moreover
+    """.split()  # noqa: SIM905 - stemmed, so not a plain word set
+)
+
+#: Citations and enumeration labels ("(Passage 2)", "[1]", "Step 4", "Option 2"): numbers that assert nothing.
+_CITATION_RE = re.compile(
+    r"[(（\[]?\b(?:passages?|documents?|docs?|sources?|contexts?|chunks?|references?|articles?|steps?|options?"
+    r"|methods?|tips?|ways?|points?|parts?|phases?|stages?|items?|reasons?|examples?|sections?|chapters?"
+    r"|questions?|reviews?|reviewers?)\s*#?\d+(?:\s*(?:,|and|&|-|or)\s*\d+)*[)）\]]?"
+    r"|\[\d+(?:\s*[,-]\s*\d+)*\]"
+    r"|[(（]?(?:段落|文档|资料|来源|参考|步骤|方法)\s*\d+[)）]?"
+    r"|第\s*\d+\s*(?:步|条|点|段|篇)",
+    re.IGNORECASE,
+)
+
+#: A unit conversion the writer added in parentheses ("58 °F (15 °C)"): arithmetic, not a claim about the
+#: context, so its number is not looked for there.
+_CONVERSION_RE = re.compile(
+    r"(?<=[A-Za-z°%\d])\s*[(（](?:about |approx\.? |approximately |around |~|≈)?\d[\d.,]*\s*"
+    r"(?:°\s?[CF]\b|degrees? (?:Celsius|Fahrenheit|C|F)\b|km\b|kilomet(?:er|re)s?\b|miles?\b|m\b|met(?:er|re)s?\b|"
+    r"ft\b|feet\b|kg\b|kilograms?\b|lbs?\b|pounds?\b|cm\b|inch(?:es)?\b|in\b|ml\b|l\b|liters?\b|oz\b|"
+    r"ounces?\b|g\b|grams?\b|mph\b|km/h\b|cups?\b)[^)）]{0,10}[)）]",
+    re.IGNORECASE,
+)
+
+#: Unit families: a bare "degrees" is compatible with °C and °F, "miles" is not with "km".
+_UNIT_FAMILY = {"degree": "temperature", "°c": "temperature", "°f": "temperature"}
+
+_REFUSAL_RE = re.compile(
+    r"\bI (?:do not|don't|did not|didn't) know\b|\bI(?:'m| am) not (?:sure|certain|aware)\b"
+    r"|\bI (?:cannot|can't|could not|couldn't|am unable to) (?:answer|determine|find|provide|say|confirm)"
+    r"|\b(?:the|these|those|this|provided|given|above) (?:provided |given |retrieved )?"
+    r"(?:context|passages?|documents?|sources?|texts?|information|articles?|search results?|data|reviews?)\b"
+    r"[^.;:]{0,60}?\b(?:do(?:es)? not|do(?:es)?n[’']t|did not|didn[’']t|never|fails? to) "
+    r"(?:explicitly |specifically |directly |clearly )?"
+    r"(?:say|mention|provide|specify|contain|include|state|give|address|discuss|offer|indicate|tell|"
+    r"explain|cover|have|list|reveal|answer)"
+    r"|\b(?:there is|there's|there are|there was) no (?:specific |additional |further |explicit |direct |"
+    r"clear |relevant |detailed )?(?:information|mention|details?|data|evidence|answer)"
+    r"|\bno (?:specific |relevant )?(?:information|mention|details?) (?:is|was|are|were|has been) "
+    r"(?:provided|given|available|mentioned|found)"
+    r"|\bnot (?:explicitly |specifically )?(?:mentioned|specified|provided|stated|available|given|discussed)"
+    r" in the (?:context|passages?|documents?|text|information|sources?|reviews?|data)"
+    r"|\b(?:unable to|cannot|can't|could not|couldn't) (?:be )?(?:answered|answer|determined|determine|"
+    r"confirm|confirmed|verify|verified) (?:based on|from|with|using|given)"
+    r"|\b(?:insufficient|not enough) information\b"
+    r"|根据(?:现有|已有|提供的|给定的|所给的?|上述)?(?:的)?(?:信息|资料|文档|文件|上下文|内容|材料)[^。]{0,12}无法"
+    r"|无法(?:确定|回答|判断|得知|找到|确认|给出)|不知道|不清楚|不确定"
+    r"|(?:没有|未|并未|没)(?:提及|提到|说明|给出|提供|找到|相关信息|足够的?信息|明确)|信息不足|文档中没有|资料中没有",
+    re.IGNORECASE,
+)
+_COURTESY_RE = re.compile(
+    r"^(?:I hope (?:this|that|these)|hope (?:this|that) helps|let me know|feel free|please (?:let|feel|note that "
+    r"these)|if you have any (?:other|more|further)|thank you|thanks|good luck|enjoy|happy\b)"
+    r"|希望(?:这|以上|对你)|如有(?:其他|任何)|祝你",
+    re.IGNORECASE,
+)
+_FRAMING_RE = re.compile(
+    r"^(?:sure|certainly|of course|okay|ok|absolutely|great question)\b[^.!?]{0,40}[.!:]?$"
+    r"|^(?:here(?:'s| is| are)|below (?:is|are)|the following)\b[^.]{0,150}[:：]$"
+    r"|^(?:based on|according to) the (?:given |provided |above )?(?:passages?|context|information|"
+    r"documents?|data|text|sources?|reviews?)[^.]{0,150}[:：]$"
+    r"|^[^.!?。！？]{1,60}[:：]\**$",
+    re.IGNORECASE,
+)
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def _load_weights(path: Path) -> tuple[dict[str, Any], str]:
+    """Weights and a short content hash (the judge's version changes whenever the weights do)."""
+    try:
+        raw = path.read_bytes()
+        weights = json.loads(raw)
+        for part, names in (("faithfulness", FAITH_FEATURES), ("relevance", RELEVANCE_FEATURES)):
+            if weights[part]["features"] != list(names) or len(weights[part]["coef"]) != len(names):
+                raise ValueError(f"{part} features do not match this code")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        # Scoring must not stop because a data file is missing from an install; say so once, loudly.
+        _log.warning("offline judge: cannot use weights %s (%s); using built-in defaults", path, exc)
+        raw = json.dumps(_DEFAULT_WEIGHTS, sort_keys=True).encode()
+        weights = _DEFAULT_WEIGHTS
+    return weights, hashlib.sha256(raw).hexdigest()[:10]
+
+
+# --------------------------------------------------------------------------------------- the context
+
+
+@lru_cache(maxsize=65536)
+def _weight(tok: str) -> int:
+    """Prior informativeness of a token, in tenths: numbers and rare-looking words count more than generic ones.
+
+    Integers on purpose: sums over *sets* of tokens then do not depend on the (hash-seeded) iteration order,
+    so a claim on the edge of a threshold gets the same verdict in every process.
+    """
+    if tok[0] == "#":
+        return 20
+    if tok in _GENERIC:
+        return 4
+    if tok.isascii():
+        return 10 if len(tok) > 3 else 7
+    return 10
+
+
+def _merge_polarity(into: dict[str, int], mixed: set[str], new: dict[str, int]) -> None:
+    for tok, pol in new.items():
+        if tok in into and into[tok] != pol:
+            mixed.add(tok)
+        into[tok] = pol
+
+
+class _Context:
+    """Everything about the retrieved chunks the claims are compared with, computed once per sample.
+
+    Sentences are the alignment windows; an inverted index (token → sentences) lets a claim find its
+    best-aligned sentences by touching only the sentences that share a token with it.
+    """
+
+    __slots__ = (
+        "all_tokens",
+        "bigrams",
+        "chunk_ids",
+        "chunk_texts",
+        "free_tokens",
+        "json_pol",
+        "numbers",
+        "postings",
+        "sent_approx",
+        "sent_chunk",
+        "sent_modal",
+        "sent_neg",
+        "sent_span",
+        "sent_strong",
+        "sent_tokens",
+        "sent_weight",
+    )
+
+    def __init__(self, chunk_ids: list[str], chunk_texts: list[str], analyses: list[TextAnalysis]) -> None:
+        self.chunk_ids = chunk_ids
+        self.chunk_texts = chunk_texts
+        self.sent_tokens: list[frozenset[str]] = []
+        self.sent_weight: list[int] = []
+        self.sent_chunk: list[int] = []
+        self.sent_span: list[tuple[int, int]] = []
+        self.sent_neg: list[int] = []
+        self.sent_strong: list[bool] = []
+        self.sent_modal: list[bool] = []
+        self.sent_approx: list[bool] = []
+        self.postings: dict[str, list[int]] = {}
+        self.bigrams: set[tuple[str, str]] = set()
+        self.all_tokens: set[str] = set()
+        self.numbers: dict[str, set[str | None]] = {}
+        self.json_pol: dict[str, int] = {}
+        self.free_tokens: set[str] = set()
+        mixed: set[str] = set()
+        postings = self.postings
+        for ci, (text, an) in enumerate(zip(chunk_texts, analyses, strict=True)):
+            for mention in an.numbers:
+                self.numbers.setdefault(mention.value, set()).add(mention.unit)
+            pol, free_text = json_polarity(text)
+            if pol:
+                _merge_polarity(self.json_pol, mixed, pol)
+                self.free_tokens.update(content_tokens(free_text))
+            for k, toks in enumerate(an.tokens):
+                if not toks:
+                    continue
+                si = len(self.sent_tokens)
+                tokset = frozenset(toks)
+                self.sent_tokens.append(tokset)
+                self.sent_weight.append(sum(_weight(t) for t in tokset))
+                self.sent_chunk.append(ci)
+                self.sent_span.append(an.spans[k])
+                self.sent_neg.append(an.negations[k])
+                self.sent_strong.append(an.strong[k])
+                self.sent_modal.append(an.modal[k])
+                self.sent_approx.append(an.approx[k])
+                self.all_tokens |= tokset
+                self.bigrams.update(itertools.pairwise(toks))
+                for t in tokset:
+                    if t in postings:
+                        postings[t].append(si)
+                    else:
+                        postings[t] = [si]
+            if not pol:
+                self.free_tokens |= self.all_tokens
+        for tok in mixed:
+            self.json_pol.pop(tok, None)
+        for tok in list(self.json_pol):
+            if tok in self.free_tokens:  # the free text (a review) speaks about it: the key alone cannot decide
+                del self.json_pol[tok]
+
+    def sentence_scores(self, claim_toks: Iterable[str], weights: dict[str, int]) -> dict[int, int]:
+        """Weighted overlap of the claim with every sentence that shares at least one token with it."""
+        scores: dict[int, int] = {}
+        postings = self.postings
+        for t in claim_toks:
+            w = weights[t]
+            for si in postings.get(t, ()):
+                scores[si] = scores.get(si, 0) + w
+        return scores
+
+    def best_pair(self, claim_toks: set[str], weights: dict[str, int], scores: dict[int, int]) -> tuple[int, int]:
+        """Best pair of adjacent sentences of one chunk, looked for around the best single sentences only."""
+        best_p, best_pi = -1, -1
+        top = sorted(scores, key=lambda i: (-scores[i], i))[:4]
+        chunk_of = self.sent_chunk
+        n = len(self.sent_tokens)
+        for si in top:
+            for a in (si - 1, si):
+                b = a + 1
+                if a < 0 or b >= n or chunk_of[a] != chunk_of[b]:
+                    continue
+                union = self.sent_tokens[a] | self.sent_tokens[b]
+                sc = sum(weights[t] for t in claim_toks if t in union)
+                if sc > best_p:
+                    best_p, best_pi = sc, a
+        return best_p, best_pi
+
+    def sent_approx_numbers(self, si: int) -> set[str]:
+        """Numbers one sentence approximates ("about 30"), computed on demand."""
+        if not self.sent_approx[si]:
+            return set()
+        ci = self.sent_chunk[si]
+        s, e = self.sent_span[si]
+        return approximated_numbers(self.chunk_texts[ci][s:e])
+
+    def sent_entities(self, si: int) -> set[str]:
+        """Capitalised-name tokens of one sentence, computed on demand."""
+        ci = self.sent_chunk[si]
+        s, e = self.sent_span[si]
+        return entity_tokens(self.chunk_texts[ci][s:e])
+
+    def sent_scopes(self, si: int) -> list[set[str]]:
+        """Negation scopes of one sentence, computed on demand (only twins of a claim ever need them)."""
+        if not self.sent_neg[si]:
+            return []
+        ci = self.sent_chunk[si]
+        s, e = self.sent_span[si]
+        return negation_scopes(self.chunk_texts[ci][s:e])
+
+    def evidence(self, si: int, pair: bool) -> tuple[str, str]:
+        """Chunk id and the exact quote (a substring of that chunk) of a sentence or a sentence pair."""
+        ci = self.sent_chunk[si]
+        s, e = self.sent_span[si]
+        if pair and si + 1 < len(self.sent_span) and self.sent_chunk[si + 1] == ci:
+            e = self.sent_span[si + 1][1]
+        return self.chunk_ids[ci], self.chunk_texts[ci][s:e]
+
+
+# ------------------------------------------------------------------------------------------- claims
+
+
+@dataclass(slots=True)
+class ClaimAnalysis:
+    """One claim with its features and verdict; ``p_supported`` is the calibrated probability."""
+
+    claim: Claim
+    unverifiable: bool
+    features: list[float]
+    rule: str | None
+    p_supported: float
+    verdict: str
+    chunk_id: str | None
+    evidence: str | None
+
+    def as_detail(self) -> dict[str, Any]:
+        if self.verdict == UNVERIFIABLE:
+            confidence = 0.9
+        elif self.verdict == SUPPORTED:
+            confidence = self.p_supported
+        else:
+            confidence = 1.0 - self.p_supported
+        detail = {
+            "text": self.claim.text,
+            "start": self.claim.start,
+            "end": self.claim.end,
+            "verdict": self.verdict,
+            "chunk_id": self.chunk_id,
+            "evidence": self.evidence,
+            "confidence": round(confidence, 4),
+        }
+        if self.rule:
+            detail["rule"] = self.rule
+        return detail
+
+
+#: Every refusal pattern contains one of these; checking them first skips the big regex for most claims.
+_REFUSAL_KEYS = (
+    "know", "sure", "certain", "aware", "unable", "cannot", "can't", "n't", "not", "no ", "never", "fail",
+    "insufficient", "enough", "无法", "不", "没", "未",
+)  # fmt: skip
+_HAS_DIGIT_RE = re.compile(r"\d")
+
+
+def is_unverifiable(text: str) -> bool:
+    """Refusals, meta statements about the context and framing lines assert nothing checkable."""
+    stripped = text.strip().strip("*_#").strip()
+    low = stripped.lower()
+    return (
+        (any(k in low for k in _REFUSAL_KEYS) and _REFUSAL_RE.search(stripped) is not None)
+        or _FRAMING_RE.search(stripped) is not None
+        or _COURTESY_RE.search(stripped) is not None
+    )
+
+
+def _units_compatible(unit: str, known: set[str]) -> bool:
+    if unit in known:
+        return True
+    family = _UNIT_FAMILY.get(unit)
+    return any(_UNIT_FAMILY.get(k) == family for k in known) if family else False
+
+
+def _numbers_check(num_toks: set[str], mentions: list[NumberMention], ctx: _Context) -> tuple[float, float]:
+    """Share of the claim's numbers absent from the context, and whether a unit contradicts one."""
+    if not num_toks:
+        return 0.0, 0.0
+    missing = sum(1 for t in num_toks if t not in ctx.all_tokens)
+    unit_bad = 0.0
+    for m in mentions:
+        units = ctx.numbers.get(m.value)
+        if units is None or m.unit is None or m.unit in units:
+            continue
+        known = {u for u in units if u is not None}
+        if known and not _units_compatible(m.unit, known):
+            unit_bad = 1.0
+    return missing / len(num_toks), unit_bad
+
+
+def _longest_missing_run(toks: list[str], present: set[str], skip: set[str]) -> int:
+    run = best = 0
+    for t in toks:
+        if t in skip:
+            continue
+        if t in present:
+            run = 0
+        else:
+            run += 1
+            best = max(best, run)
+    return best
+
+
+def _analyse_claims(
+    claims: list[Claim],
+    question_toks: set[str],
+    ctx: _Context,
+    coef: Sequence[float],
+    intercept: float,
+    threshold: float,
+) -> list[ClaimAnalysis]:
+    out = []
+    has_context = bool(ctx.sent_tokens)
+    n_features = len(FAITH_FEATURES)
+    for claim in claims:
+        text = mask_inline_code(claim.text)
+        if is_unverifiable(text):
+            out.append(ClaimAnalysis(claim, True, [], None, 0.0, UNVERIFIABLE, None, None))
+            continue
+        plain = _CITATION_RE.sub(" ", text) if _HAS_DIGIT_RE.search(text) else text
+        if "(" in plain:
+            plain = _CONVERSION_RE.sub(" ", plain)
+        sc = scan(plain)
+        toks = sc.tokens
+        tokset = set(toks)
+        if not has_context:
+            feats = [0.0] * n_features
+            out.append(ClaimAnalysis(claim, False, feats, "no_context", 0.0, UNSUPPORTED, None, None))
+            continue
+        given = question_toks | _META
+        check = {t for t in tokset if t not in given or t[0] == "#"}
+        weights = {t: _weight(t) for t in tokset}
+        total = sum(weights[t] for t in check)
+        all_tokens = ctx.all_tokens
+        if total < 10:  # the claim only restates the question or talks about the passages: nothing to check
+            cov_all = cov_sent = cov_pair = 1.0
+            scores = ctx.sentence_scores(tokset, weights)
+            check = tokset
+        else:
+            cov_all = sum(weights[t] for t in check if t in all_tokens) / total
+            scores = ctx.sentence_scores(check, weights)
+            best = max(scores.values()) if scores else 0
+            cov_sent = best / total
+            best_p, _ = ctx.best_pair(check, weights, scores) if scores else (0, -1)
+            cov_pair = max(best_p, best) / total
+        si = min(scores, key=lambda i: (-scores[i], i)) if scores else -1
+        bigrams = list(itertools.pairwise(toks))
+        cov_phrase = sum(1 for b in bigrams if b in ctx.bigrams) / len(bigrams) if bigrams else cov_all
+        ents = (entity_tokens(plain) & tokset) - given
+        miss_entity = sum(1 for t in ents if t not in all_tokens) / len(ents) if ents else 0.0
+        num_toks = {t for t in tokset if t[0] == "#"}
+        mentions = sc.numbers
+        num_missing, unit_bad = _numbers_check(num_toks, mentions, ctx)
+        digits_missing = any(m.value not in all_tokens for m in mentions)
+        neg_flip = hedge_drop = modal_drop = 0.0
+        # Rules look at the whole claim, question words included: "was not approved" negates words the
+        # question ("was it approved?") already contains.
+        full_total = sum(weights.values())
+        full_scores = scores if check == tokset else ctx.sentence_scores(tokset, weights)
+        top = max(full_scores.values()) if full_scores else 0
+        if len(tokset) >= 3 and top >= 0.6 * full_total:
+            near = [i for i, v in full_scores.items() if v >= top - 0.1 * full_total and v >= 0.6 * full_total]
+            # a negation flip is only read off a sentence that says nearly the same thing both ways
+            twins = [i for i, v in full_scores.items() if v >= 0.8 * full_total and v >= 0.5 * ctx.sent_weight[i]]
+            if twins:
+                claim_scopes = negation_scopes(plain) if sc.negation_count else []
+                flips = 0
+                for i in twins:
+                    sent_toks = ctx.sent_tokens[i]
+                    mine = sum(1 for scope in claim_scopes if scope & sent_toks)
+                    theirs = sum(1 for scope in ctx.sent_scopes(i) if scope & tokset)
+                    flips += (mine - theirs) % 2
+                if flips == len(twins):
+                    neg_flip = 1.0
+            if not (sc.strong or sc.modal or sc.approx):
+                bare = num_toks - sc.approx_numbers
+                if all(ctx.sent_strong[i] or (bare and bare & ctx.sent_approx_numbers(i)) for i in near):
+                    hedge_drop = 1.0
+                elif all(ctx.sent_modal[i] for i in near):
+                    modal_drop = 1.0
+        # Entity swap: every other word of the claim sits in one sentence, which names someone or something
+        # else where the claim names an entity the context never mentions ("in Paris" vs "in Rome").
+        entity_swap = 0.0
+        missing_ents = {t for t in ents if t not in all_tokens}
+        if missing_ents and full_scores:
+            rest_total = full_total - sum(weights[t] for t in missing_ents)
+            best_i = min(full_scores, key=lambda i: (-full_scores[i], i))
+            if rest_total >= 10 and full_scores[best_i] >= 0.8 * rest_total:
+                entity_swap = 1.0 if ctx.sent_entities(best_i) - tokset else 0.0
+        json_conflict = 0.0
+        if ctx.json_pol:
+            negated = sc.negation_count % 2 == 1
+            for t in tokset:
+                pol = ctx.json_pol.get(t)
+                if pol is not None and (pol == 0 or (pol < 0) != negated):
+                    json_conflict = 1.0
+                    break
+        strong = {t for t in check if weights[t] >= 10}
+        miss_count = min(4, sum(1 for t in strong if t not in all_tokens)) / 4
+        miss_run = min(3, _longest_missing_run(toks, all_tokens, given)) / 3
+        feats = [
+            cov_all,
+            cov_sent,
+            cov_pair,
+            cov_phrase,
+            miss_entity,
+            num_missing,
+            unit_bad,
+            neg_flip,
+            hedge_drop,
+            modal_drop,
+            json_conflict,
+            miss_count,
+            miss_run,
+        ]
+        p = _sigmoid(intercept + sum(c * f for c, f in zip(coef, feats, strict=True)))
+        rule = None
+        if digits_missing:
+            rule = "number_not_in_context"
+        elif unit_bad:
+            rule = "unit_mismatch"
+        elif neg_flip:
+            rule = "negation_flip"
+        elif hedge_drop:
+            rule = "hedge_dropped"
+        elif json_conflict:
+            rule = "structured_value_conflict"
+        elif entity_swap:
+            rule = "entity_not_in_context"
+        verdict = SUPPORTED if p >= threshold and rule is None else UNSUPPORTED
+        if rule is not None:
+            p = min(p, 0.25)
+        chunk_id = evidence = None
+        if si < 0 and full_scores:  # nothing to check matched: quote the sentence closest to the whole claim
+            si = min(full_scores, key=lambda i: (-full_scores[i], i))
+        if si >= 0:
+            chunk_id, evidence = ctx.evidence(si, False)
+        out.append(ClaimAnalysis(claim, False, feats, rule, p, verdict, chunk_id, evidence))
+    return out
+
+
+# ---------------------------------------------------------------------------------------- relevance
+
+_QTYPE_NUMBER_RE = re.compile(
+    r"\bhow (?:many|much|long|old|far|tall|big|high|large|fast|often|deep|wide|heavy)\b|\bwhat (?:percentage|"
+    r"percent|number|amount|size|age|population|temperature)\b|多少|几[个次年岁位名天号人]|多大|多高|多长|多远|比例|人数|数量"
+)
+_QTYPE_DATE_RE = re.compile(
+    r"\bwhen\b|\bwhat (?:year|date|day|month|time|century)\b|\bwhich year\b|什么时候|何时|哪[一]?年|哪天|几月|日期|时间"
+)
+_QTYPE_PERSON_RE = re.compile(r"\bwho(?:m|se)?\b|谁|哪位|什么人")
+_QTYPE_PLACE_RE = re.compile(
+    r"\bwhere\b|\bwhat (?:country|city|state|place)\b|\bwhich (?:country|city|state)\b"
+    r"|哪里|哪儿|在哪|哪个(?:国家|城市|省|地方)|什么地方"
+)
+_DATE_IN_TEXT_RE = re.compile(
+    r"\b(?:1[5-9]\d\d|20\d\d)\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d"
+    r"|\d{4}年|\d{1,2}月\d{1,2}日|\d{1,2}月",
+    re.IGNORECASE,
+)
+_NUMBER_IN_TEXT_RE = re.compile(r"\d|[一二三四五六七八九十百千万亿]+[个人次年岁名位万亿]")
+_NAME_IN_TEXT_RE = re.compile(r"(?<=[a-z,] )[A-Z][a-z]+(?: [A-Z][a-z]+)+")
+_PLACE_IN_TEXT_RE = re.compile(r"\b(?:in|at|near|from) [A-Z][a-z]+|[省市县区州国城镇村]")
+
+
+#: A chunk that says what something *is* ("X is a …", "X是一种…") near its start tends to answer questions.
+_DEFINITION_RE = re.compile(r"\b(?:is|are|was|were)\s+(?:a|an|the|one)\b|是一|是指|指的是|是由", re.IGNORECASE)
+_WHY_Q_RE = re.compile(r"\bwhy\b|为什么|为何", re.IGNORECASE)
+_WHY_A_RE = re.compile(
+    r"\b(?:because|due to|since|as a result|caused by|so that|in order to)\b|因为|由于|所以|导致", re.I
+)
+_HOW_Q_RE = re.compile(
+    r"\bhow\b(?! (?:many|much|long|old|far|tall|big|high|large|fast|often|deep|wide|heavy))|如何|怎么|怎样",
+    re.IGNORECASE,
+)
+_HOW_A_RE = re.compile(r"\b(?:by|through|using|via|when|process|formed|caused|made)\b|通过|利用|方法", re.I)
+
+
+#: Chinese question words ("谁", "哪个", "多少" …) are bigram-tokenised like content; no answer contains them.
+_INTERROGATIVE_RE = re.compile(r"[谁哪吗呢么]|多少|几[个次年岁位名天号人]|如何|为何")
+
+
+def _why_how(question: str, text: str) -> float:
+    """1 when a "why" question meets a chunk giving a cause, or a "how" question one describing a means."""
+    if _WHY_Q_RE.search(question):
+        return 1.0 if _WHY_A_RE.search(text) else 0.0
+    if _HOW_Q_RE.search(question):
+        return 1.0 if _HOW_A_RE.search(text) else 0.0
+    return 0.0
+
+
+def _type_match(question: str, text: str) -> float:
+    """1 when the question asks for a number/date/person/place and the chunk has one; 0 otherwise."""
+    q = question.lower()
+    if _QTYPE_DATE_RE.search(q):
+        return 1.0 if _DATE_IN_TEXT_RE.search(text) else 0.0
+    if _QTYPE_NUMBER_RE.search(q):
+        return 1.0 if _NUMBER_IN_TEXT_RE.search(text) else 0.0
+    if _QTYPE_PERSON_RE.search(q):
+        return 1.0 if _NAME_IN_TEXT_RE.search(text) else 0.0
+    if _QTYPE_PLACE_RE.search(q):
+        return 1.0 if _PLACE_IN_TEXT_RE.search(text) else 0.0
+    return 0.0
+
+
+def relevance_features(
+    question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis] | None = None
+) -> list[list[float]]:
+    """Features of each text's relevance to ``question``; IDF comes from the texts themselves.
+
+    Using the candidate set as the IDF corpus needs no download and is exactly what separates candidates:
+    a word every chunk shares (the topic) weighs little, a word only some chunks share weighs a lot.
+    ``analyses`` (from :func:`analyse_text`) may be passed when the caller already has them.
+    """
+    if analyses is None:
+        analyses = [analyse_text(t) for t in texts]
+    q_toks = [t for t in content_tokens(question) if not _INTERROGATIVE_RE.search(t)]
+    q_set = set(q_toks)
+    q_bigrams = set(itertools.pairwise(q_toks))
+    docs = [an.all_tokens() for an in analyses]
+    n = len(docs)
+    df: dict[str, int] = {}
+    for toks in docs:
+        for t in q_set.intersection(toks):
+            df[t] = df.get(t, 0) + 1
+    # prior weight × smoothed local IDF (BM25's, floored so that a word in every chunk still counts a bit)
+    idf = {t: _weight(t) * max(0.25, math.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in q_set}
+    idf_total = math.fsum(idf.values())  # fsum: exact, so independent of the set's iteration order
+    prior_total = sum(_weight(t) for t in q_set)
+    avg_len = (sum(len(d) for d in docs) / n) if n else 1.0
+    k1, b = 1.2, 0.75
+    out = []
+    for text, toks, an in zip(texts, docs, analyses, strict=True):
+        if not q_set or not toks:
+            out.append([0.0] * len(RELEVANCE_FEATURES))
+            continue
+        tf: dict[str, int] = {}
+        for t in toks:
+            if t in q_set:
+                tf[t] = tf.get(t, 0) + 1
+        q_cov = sum(_weight(t) for t in tf) / prior_total
+        q_cov_idf = sum(idf[t] for t in tf) / idf_total if idf_total else 0.0
+        norm = k1 * (1 - b + b * len(toks) / max(avg_len, 1.0))
+        bm25 = sum(idf[t] * f * (k1 + 1) / (f + norm) for t, f in tf.items()) / ((k1 + 1) * idf_total)
+        phrase = sum(1 for bg in itertools.pairwise(toks) if bg in q_bigrams)
+        q_phrase = min(1.0, phrase / len(q_bigrams)) if q_bigrams else q_cov
+        best_sent = 0.0
+        if idf_total:
+            for sent in an.tokens:
+                if sent:
+                    best_sent = max(best_sent, math.fsum(idf[t] for t in q_set.intersection(sent)) / idf_total)
+        definitional = 1.0 if _DEFINITION_RE.search(text, 0, 200) else 0.0
+        out.append(
+            [
+                q_cov,
+                q_cov_idf,
+                bm25,
+                q_phrase,
+                best_sent,
+                _type_match(question, text),
+                definitional,
+                _why_how(question, text),
+            ]
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- judge
+
+
+class OfflineJudge:
+    """Faithfulness, chunk relevance, Context Precision@K and answer relevance, offline.
+
+    ``k`` is the K of Context Precision@K. ``version`` carries a hash of the weights, so scores from a
+    re-trained judge are never mixed with older ones.
+    """
+
+    name = "offline"
+
+    def __init__(self, k: int = 3, weights_path: Path | str | None = None) -> None:
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        self.k = k
+        self._weights, digest = _load_weights(Path(weights_path) if weights_path else WEIGHTS_PATH)
+        self.version = f"1+{digest}"
+        faith = self._weights["faithfulness"]
+        self._coef = [float(c) for c in faith["coef"]]
+        self._intercept = float(faith["intercept"])
+        self.threshold = float(faith.get("threshold", 0.5))
+        rel = self._weights["relevance"]
+        self._rel_coef = [float(c) for c in rel["coef"]]
+        self._rel_intercept = float(rel["intercept"])
+
+    # -- relevance
+
+    def relevance(
+        self, question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis] | None = None
+    ) -> list[float]:
+        """Graded relevance (0..1) of each text to the question, calibrated on labelled pairs."""
+        feats = relevance_features(question or "", texts, analyses)
+        return [
+            _sigmoid(self._rel_intercept + sum(c * f for c, f in zip(self._rel_coef, fs, strict=True)))
+            if text and text.strip()
+            else 0.0  # a chunk without text (hashed away, or empty) cannot be relevant
+            for text, fs in zip(texts, feats, strict=True)
+        ]
+
+    # -- faithfulness
+
+    def analyse(self, sample: Sample) -> list[ClaimAnalysis]:
+        """Claims of the answer with their features and verdicts (used by :meth:`score` and training)."""
+        _, _, ctx = self._prepare(sample)
+        return self._analyse(sample, ctx)
+
+    @staticmethod
+    def _prepare(sample: Sample) -> tuple[list[SampleChunk], list[TextAnalysis], _Context]:
+        """Chunks in rank order, each analysed once; the context the claims are checked against."""
+        chunks = sorted(sample.chunks, key=lambda c: c.rank)
+        analyses = [analyse_text(c.text or "") for c in chunks]
+        keep = [i for i, c in enumerate(chunks) if c.text]
+        ctx = _Context([chunks[i].id for i in keep], [chunks[i].text or "" for i in keep], [analyses[i] for i in keep])
+        return chunks, analyses, ctx
+
+    def _analyse(self, sample: Sample, ctx: _Context) -> list[ClaimAnalysis]:
+        claims = split_claims(sample.answer or "")
+        q_toks = set(content_tokens(sample.question or ""))
+        return _analyse_claims(claims, q_toks, ctx, self._coef, self._intercept, self.threshold)
+
+    # -- the Judge protocol
+
+    def score(self, sample: Sample) -> Verdict:
+        """Scores and evidence for one sample (see the module docstring for what each score means)."""
+        chunks, text_analyses, ctx = self._prepare(sample)
+        question = sample.question or ""
+        rels = self.relevance(question, [c.text or "" for c in chunks], text_analyses) if chunks else []
+        scores: dict[str, float] = {
+            CONTEXT_RELEVANCE: sum(rels) / len(rels) if rels else 0.0,
+            context_precision(self.k): context_precision_mean(rels, self.k),
+            context_precision_ranked(self.k): context_precision_rank_aware(rels, self.k),
+        }
+        details: dict[str, Any] = {}
+        used: set[str] = set()
+        answer = sample.answer
+        if answer is not None and answer.strip():
+            analyses = self._analyse(sample, ctx)
+            verifiable = [a for a in analyses if not a.unverifiable]
+            supported = sum(1 for a in verifiable if a.verdict == SUPPORTED)
+            if verifiable:
+                scores[FAITHFULNESS] = supported / len(verifiable)
+                details["faithfulness_basis"] = f"{supported} of {len(verifiable)} verifiable claims supported"
+            else:
+                scores[FAITHFULNESS] = 1.0
+                details["faithfulness_basis"] = (
+                    "no verifiable claim: the answer asserts nothing checkable (refusal or meta statements only)"
+                )
+            used = {a.chunk_id for a in verifiable if a.verdict == SUPPORTED and a.chunk_id}
+            details["claims"] = [a.as_detail() for a in analyses]
+            scores[ANSWER_RELEVANCE] = self._answer_relevance(question, answer, analyses)
+        elif answer is not None:
+            details["claims"] = []
+            scores[ANSWER_RELEVANCE] = 0.0
+            details["faithfulness_basis"] = "empty answer: no faithfulness score"
+        else:
+            details["faithfulness_basis"] = "no answer in the sample: no faithfulness score"
+        details["chunks"] = [
+            {"id": c.id, "relevance": round(r, 4), "used": c.id in used} for c, r in zip(chunks, rels, strict=True)
+        ]
+        return Verdict(scores=scores, details=details)
+
+    def _answer_relevance(self, question: str, answer: str, analyses: list[ClaimAnalysis]) -> float:
+        """Does the answer address the question: question coverage, an answer-type cue, refusals low.
+
+        A refusal addresses the question (it is about it) but does not answer it: 0.2, not 0.
+        """
+        if not analyses:
+            return 0.0
+        share_refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses)
+        q_set = set(content_tokens(question))
+        if not q_set:
+            base = 0.7
+        else:
+            a_set = set(content_tokens(answer))
+            cov = sum(_weight(t) for t in q_set & a_set) / sum(_weight(t) for t in q_set)
+            type_ok = _type_match(question, answer)
+            base = 0.5 + 0.35 * min(1.0, cov / 0.6) + 0.15 * type_ok
+            if len(analyses) <= 2 and not share_refusal:  # a short direct answer rarely repeats the question
+                base = max(base, 0.75)
+        return round(min(1.0, (1 - share_refusal) * base + share_refusal * 0.2), 4)
+
+
+def claim_labels(claims: Iterable[Claim], spans: Sequence[Sequence[int]]) -> list[bool]:
+    """For training and evaluation: a claim overlapping a hallucinated span is unsupported (True)."""
+    out = []
+    for c in claims:
+        out.append(any(s < c.end and c.start < e for s, e in spans))
+    return out

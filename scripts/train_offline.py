@@ -1,0 +1,340 @@
+"""Fit the offline judge's two small calibrations and write ``ragwatch/judges/offline_weights.json``.
+
+Usage (from the project root, with the shared data next to it)::
+
+    python scripts/train_offline.py [--data ../shared/data] [--folds 5] [--dry-run]
+
+Why a script and not hand-set weights: the judge's features (coverage, phrase overlap, rule flags) are
+only useful once their relative weights and the decision threshold are fitted to real labels. Training
+data, and only this:
+
+* faithfulness: claim-level labels derived from human-labelled hallucinated spans in ``ragtruth_dev.jsonl``
+  (a claim overlapping a span is unsupported) plus ``rgb_zh_en_dev.jsonl`` (short answers: the claim
+  label is the response label). ``halueval_qa.jsonl`` is never trained on: its hallucinated answers are
+  longer than the correct ones, and a judge fitted on it would learn length. No length feature exists.
+* relevance: ``wikiqa_dev.jsonl`` and ``rgb_relevance_dev.jsonl`` (question, passage, relevant) pairs.
+
+The model is an L2-regularised logistic regression fitted by Newton's method (numpy only). The claim
+threshold is chosen to maximise the pooled response-level F1 ("any claim unsupported") over both
+faithfulness files — one threshold for everything, never one per file or per task. Grouped k-fold
+cross-validation figures (folds by source document / question) are printed and stored in the weights
+file so the in-sample evaluation numbers can be read against out-of-fold ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ragwatch.evaluate import (  # noqa: E402
+    average_precision,
+    neutral_order_key,
+    precision_recall_f1,
+    roc_auc,
+    row_to_sample,
+)
+from ragwatch.judges.offline import (  # noqa: E402
+    FAITH_FEATURES,
+    FAITH_SIGNS,
+    RELEVANCE_FEATURES,
+    RELEVANCE_SIGNS,
+    WEIGHTS_PATH,
+    OfflineJudge,
+    claim_labels,
+    relevance_features,
+)
+
+FAITH_FILES = ("faithfulness/ragtruth_dev.jsonl", "faithfulness/rgb_zh_en_dev.jsonl")
+RELEVANCE_FILES = ("relevance/wikiqa_dev.jsonl", "relevance/rgb_relevance_dev.jsonl")
+L2 = 1.0
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None, l2: float = L2) -> np.ndarray:
+    """Weighted L2-regularised logistic regression (intercept unpenalised); returns [intercept, coef...]."""
+    n, d = x.shape
+    xb = np.hstack([np.ones((n, 1)), x])
+    w = np.ones(n) if w is None else w
+    beta = np.zeros(d + 1)
+    penalty = np.full(d + 1, l2)
+    penalty[0] = 0.0
+    for _ in range(100):
+        z = xb @ beta
+        p = 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+        grad = xb.T @ (w * (p - y)) + penalty * beta
+        hess = (xb * (w * p * (1 - p))[:, None]).T @ xb + np.diag(penalty) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
+
+
+def fit_monotone(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray | None, signs: tuple[int, ...], l2: float = L2
+) -> np.ndarray:
+    """:func:`fit_logistic` with sign constraints (+1: coef ≥ 0, -1: coef ≤ 0, 0: free).
+
+    Why: features are correlated (coverage by the context vs. count of missing words), and an unconstrained
+    fit happily gives "more missing words" a *positive* weight to correct another coefficient. On the dev
+    data that is harmless; on a new sample ("located in Paris" against a context that says Rome) it is
+    absurd. An active-set loop drops every feature whose weight has the wrong sign and refits.
+    """
+    active = list(range(x.shape[1]))
+    while True:
+        beta = fit_logistic(x[:, active], y, w, l2)
+        wrong = [f for f, c in zip(active, beta[1:], strict=True) if signs[f] * c < 0]
+        if not wrong:
+            full = np.zeros(x.shape[1] + 1)
+            full[0] = beta[0]
+            for f, c in zip(active, beta[1:], strict=True):
+                full[f + 1] = c
+            return full
+        worst = max(wrong, key=lambda f: abs(beta[1 + active.index(f)]))
+        active.remove(worst)
+
+
+def predict(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(beta[0] + x @ beta[1:], -30, 30)))
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------ faithfulness
+
+
+def claim_table(data: Path) -> dict[str, Any]:
+    """Features of every verifiable claim with its label, response, group, file and rule flag."""
+    judge = OfflineJudge()
+    feats, labels, responses, groups, files, ruled = [], [], [], [], [], []
+    response_meta = []  # (file, label, group, task_type)
+    for fname in FAITH_FILES:
+        for row in _read(data / fname):
+            rid = len(response_meta)
+            group = f"{fname}:{row.get('ragtruth_source_id') or row['question']}"
+            response_meta.append((fname, bool(row["label_hallucinated"]), group, row["task_type"]))
+            analyses = judge.analyse(row_to_sample(row))
+            spans = row.get("hallucinated_spans")
+            claims = [a.claim for a in analyses]
+            truth = claim_labels(claims, spans) if spans is not None else [row["label_hallucinated"]] * len(claims)
+            for a, bad in zip(analyses, truth, strict=True):
+                if a.unverifiable:
+                    continue
+                feats.append(a.features)
+                labels.append(0.0 if bad else 1.0)  # the model predicts P(supported)
+                responses.append(rid)
+                groups.append(group)
+                files.append(fname)
+                ruled.append(a.rule is not None)
+    return {
+        "x": np.array(feats, dtype=float),
+        "y": np.array(labels),
+        "response": np.array(responses),
+        "group": np.array(groups),
+        "file": np.array(files),
+        "ruled": np.array(ruled),
+        "responses": response_meta,
+    }
+
+
+def _sample_weights(table: dict[str, Any]) -> np.ndarray:
+    """Each file weighs the same in total, so the 300 RGB claims are not drowned by 3,000 RAGTruth ones."""
+    files = table["file"]
+    w = np.ones(len(files))
+    for f in set(files.tolist()):
+        mask = files == f
+        w[mask] = len(files) / (len(set(files.tolist())) * mask.sum())
+    return w
+
+
+def response_predictions(table: dict[str, Any], p: np.ndarray, threshold: float) -> tuple[list, list, list]:
+    """Per response: label, flagged (any claim unsupported) and 1 − faithfulness."""
+    n = len(table["responses"])
+    flagged = [False] * n
+    total = [0] * n
+    unsupported = [0] * n
+    bad = (p < threshold) | table["ruled"]
+    for rid, is_bad in zip(table["response"], bad, strict=True):
+        total[rid] += 1
+        if is_bad:
+            flagged[rid] = True
+            unsupported[rid] += 1
+    labels = [m[1] for m in table["responses"]]
+    scores = [unsupported[i] / total[i] if total[i] else 0.0 for i in range(n)]
+    return labels, flagged, scores
+
+
+def choose_threshold(table: dict[str, Any], p: np.ndarray) -> tuple[float, float]:
+    """The claim threshold maximising the pooled response-level F1 over all faithfulness files."""
+    best = (0.5, -1.0)
+    for t in np.round(np.arange(0.05, 0.96, 0.01), 2):
+        labels, flagged, _ = response_predictions(table, p, float(t))
+        f1 = precision_recall_f1(labels, flagged)[2]
+        if f1 > best[1] + 1e-12:
+            best = (float(t), f1)
+    return best
+
+
+def report(table: dict[str, Any], p: np.ndarray, threshold: float, title: str) -> dict[str, Any]:
+    labels, flagged, scores = response_predictions(table, p, threshold)
+    out: dict[str, Any] = {}
+    by: dict[str, list[int]] = defaultdict(list)
+    for i, (fname, _, _, task) in enumerate(table["responses"]):
+        by[Path(fname).stem].append(i)
+        by[f"{Path(fname).stem}/{task}"].append(i)
+    print(f"  {title} (claim threshold {threshold:.2f})")
+    for name, idx in sorted(by.items()):
+        pr, rc, f1 = precision_recall_f1([labels[i] for i in idx], [flagged[i] for i in idx])
+        auc = roc_auc([labels[i] for i in idx], [scores[i] for i in idx])
+        out[name] = {"precision": round(pr, 3), "recall": round(rc, 3), "f1": round(f1, 3)}
+        out[name]["auc"] = None if auc is None else round(auc, 3)
+        print(f"    {name:28s} P={pr:.3f} R={rc:.3f} F1={f1:.3f} AUC={auc if auc is None else round(auc, 3)}")
+    return out
+
+
+def train_faithfulness(data: Path, folds: int) -> dict[str, Any]:
+    table = claim_table(data)
+    x, y, w = table["x"], table["y"], _sample_weights(table)
+    print(f"faithfulness: {len(y)} verifiable claims, {int((1 - y).sum())} unsupported")
+    # grouped cross-validation: every claim of one source document lands in the same fold
+    groups = sorted(set(table["group"].tolist()))
+    rng = np.random.default_rng(0)
+    fold_of = dict(zip(groups, rng.permutation(len(groups)) % folds, strict=True))
+    fold = np.array([fold_of[g] for g in table["group"]])
+    p_oof = np.zeros(len(y))
+    for k in range(folds):
+        train = fold != k
+        p_oof[~train] = predict(fit_monotone(x[train], y[train], w[train], FAITH_SIGNS), x[~train])
+    t_oof, _ = choose_threshold(table, p_oof)
+    cv = report(table, p_oof, t_oof, f"{folds}-fold grouped CV (out of fold)")
+    beta = fit_monotone(x, y, w, FAITH_SIGNS)
+    p = predict(beta, x)
+    threshold, _ = choose_threshold(table, p)
+    fit = report(table, p, threshold, "in-sample fit")
+    print("  claim-level AUC (in-sample):", round(roc_auc((1 - y).astype(bool).tolist(), (-p).tolist()) or 0, 4))
+    for name, c in zip(FAITH_FEATURES, beta[1:], strict=True):
+        print(f"    {name:14s} {c:+.3f}")
+    return {
+        "features": list(FAITH_FEATURES),
+        "coef": [round(float(c), 5) for c in beta[1:]],
+        "intercept": round(float(beta[0]), 5),
+        "threshold": threshold,
+        "cv": cv,
+        "in_sample": fit,
+        "claims": len(y),
+    }
+
+
+# --------------------------------------------------------------------------------------- relevance
+
+
+def train_relevance(data: Path, folds: int) -> dict[str, Any]:
+    feats, labels, qids, files, passages = [], [], [], [], []
+    for fname in RELEVANCE_FILES:
+        grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in _read(data / fname):
+            grouped[str(row["question_id"])].append(row)
+        for qid, rows in grouped.items():
+            for fs, row in zip(
+                relevance_features(rows[0]["question"], [r["passage"] for r in rows]), rows, strict=True
+            ):
+                feats.append(fs)
+                labels.append(1.0 if row["relevant"] else 0.0)
+                qids.append(f"{fname}:{qid}")
+                files.append(fname)
+                passages.append(row["passage"])
+    x, y = np.array(feats), np.array(labels)
+    files_a = np.array(files)
+    # Each file and, within it, each class weighs the same: "graded relevance" should read 0.5 at the
+    # boundary between relevant and not, not at WikiQA's 5 % base rate.
+    w = np.ones(len(y))
+    for f in RELEVANCE_FILES:
+        for cls in (0.0, 1.0):
+            mask = (files_a == f) & (y == cls)
+            w[mask] = len(y) / (2 * len(RELEVANCE_FILES) * mask.sum())
+    print(f"relevance: {len(y)} pairs, {int(y.sum())} relevant")
+    qid_a = np.array(qids)
+    uniq = sorted(set(qids))
+    rng = np.random.default_rng(0)
+    fold_of = dict(zip(uniq, rng.permutation(len(uniq)) % folds, strict=True))
+    fold = np.array([fold_of[q] for q in qids])
+    p_oof = np.zeros(len(y))
+    for k in range(folds):
+        train = fold != k
+        p_oof[~train] = predict(fit_monotone(x[train], y[train], w[train], RELEVANCE_SIGNS), x[~train])
+    beta = fit_monotone(x, y, w, RELEVANCE_SIGNS)
+    p_in = predict(beta, x)
+    summary: dict[str, Any] = {}
+    for label, p in (("cv", p_oof), ("in_sample", p_in)):
+        for f in RELEVANCE_FILES:
+            mask = files_a == f
+            aps = []
+            by_q: dict[str, list[int]] = defaultdict(list)
+            for i in np.nonzero(mask)[0]:
+                by_q[qid_a[i]].append(int(i))
+            for idx in by_q.values():
+                ranked = sorted(idx, key=lambda i: (-p[i], neutral_order_key(passages[i])))
+                ranked_labels = [bool(y[i]) for i in ranked]
+                if any(ranked_labels):
+                    aps.append(average_precision(ranked_labels))
+            auc = roc_auc(y[mask].astype(bool).tolist(), p[mask].tolist())
+            summary.setdefault(label, {})[Path(f).stem] = {"map": round(float(np.mean(aps)), 3), "auc": round(auc, 3)}
+            print(f"  {label:9s} {Path(f).stem:20s} MAP={np.mean(aps):.3f} AUC={auc:.3f}")
+    for name, c in zip(RELEVANCE_FEATURES, beta[1:], strict=True):
+        print(f"    {name:14s} {c:+.3f}")
+    return {
+        "features": list(RELEVANCE_FEATURES),
+        "coef": [round(float(c), 5) for c in beta[1:]],
+        "intercept": round(float(beta[0]), 5),
+        **summary,
+        "pairs": len(y),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=WEIGHTS_PATH)
+    parser.add_argument("--dry-run", action="store_true", help="fit and report, do not write the weights")
+    args = parser.parse_args(argv)
+    faith = train_faithfulness(args.data, args.folds)
+    rel = train_relevance(args.data, args.folds)
+    weights = {
+        "note": {
+            "trained_by": "python scripts/train_offline.py" + (f" --folds {args.folds}" if args.folds != 5 else ""),
+            "date": dt.date.today().isoformat(),
+            "data": {f: _sha(args.data / f) for f in FAITH_FILES + RELEVANCE_FILES},
+            "not_trained_on": "faithfulness/halueval_qa.jsonl (length artefact; sanity check only)",
+            "model": "L2 logistic regression (numpy Newton) with sign-constrained weights; claim label: supported"
+            " unless it overlaps a hallucinated span (RGB: the response label)",
+        },
+        "faithfulness": faith,
+        "relevance": rel,
+    }
+    if args.dry_run:
+        return 0
+    args.out.write_text(json.dumps(weights, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

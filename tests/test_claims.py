@@ -1,0 +1,156 @@
+"""Claim segmentation: exact claims and offsets for Chinese, English and mixed answers.
+
+Offsets are part of the contract (a dashboard highlights ``answer[start:end]``, and the evaluation matches
+claims with labelled hallucinated spans), so every case checks them, not just the texts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ragwatch.judges.claims import Claim, mask_inline_code, split_claims
+
+CASES: list[tuple[str, str, list[tuple[str, int, int]]]] = [
+    (
+        "decimal and year stay whole",
+        "The price rose 3.5% in 2019. It fell later.",
+        [("The price rose 3.5% in 2019.", 0, 28), ("It fell later.", 29, 43)],
+    ),
+    (
+        "abbreviations and a version number",
+        "Dr. Smith said prices rise, e.g. for bread. Version 2.1.3 fixed it.",
+        [("Dr. Smith said prices rise, e.g. for bread.", 0, 43), ("Version 2.1.3 fixed it.", 44, 67)],
+    ),
+    (
+        "a URL with dots is not cut",
+        "See https://example.com/a.b/c?x=1. Then log in.",
+        [("See https://example.com/a.b/c?x=1.", 0, 34), ("Then log in.", 35, 47)],
+    ),
+    (
+        "initials and dotted abbreviations",
+        "J. K. Rowling wrote seven books. The U.S. Army is large.",
+        [("J. K. Rowling wrote seven books.", 0, 32), ("The U.S. Army is large.", 33, 56)],
+    ),
+    (
+        "month abbreviation and saint",
+        "I was born on Jan. 5, 2001 in St. Louis.",
+        [("I was born on Jan. 5, 2001 in St. Louis.", 0, 40)],
+    ),
+    (
+        "Chinese terminators, units and decimals",
+        "武汉是湖北省的省会。人口约1200万！面积为8569.15平方公里；GDP很高？",
+        [
+            ("武汉是湖北省的省会。", 0, 10),
+            ("人口约1200万！", 10, 19),
+            ("面积为8569.15平方公里；", 19, 34),
+            ("GDP很高？", 34, 40),
+        ],
+    ),
+    (
+        "Chinese compound on 并且, per-mille values intact",
+        "2018年出生率为10.94‰，并且死亡率为7.13‰。",
+        [("2018年出生率为10.94‰", 0, 15), ("死亡率为7.13‰。", 18, 28)],
+    ),
+    (
+        "Chinese compound needs two substantial halves",
+        "他来了，并且带来了三本书。",
+        [("他来了，并且带来了三本书。", 0, 13)],
+    ),
+    (
+        "mixed Chinese and English",
+        "Python 3.12 发布于2023年10月。It is fast.",
+        [("Python 3.12 发布于2023年10月。", 0, 24), ("It is fast.", 24, 35)],
+    ),
+    (
+        "numbered lines and bullets lose their markers",
+        "Steps:\n1. Preheat the oven to 350°F.\n2) Bake for 20 minutes.\n- Let it cool.\n* Serve warm.",
+        [
+            ("Steps:", 0, 6),
+            ("Preheat the oven to 350°F.", 10, 36),
+            ("Bake for 20 minutes.", 40, 60),
+            ("Let it cool.", 63, 75),
+            ("Serve warm.", 78, 89),
+        ],
+    ),
+    (
+        "Chinese numbered list",
+        "（1）第一点很重要。\n（2）第二点也重要。",
+        [("第一点很重要。", 3, 10), ("第二点也重要。", 14, 21)],
+    ),
+    (
+        "fenced code is skipped, inline code never splits and alone is no claim",
+        "Install it:\n\n```bash\npip install ragwatch. Then run it.\n```\nRun `ragwatch worker` to start. `only code`",
+        [("Install it:", 0, 11), ("Run `ragwatch worker` to start.", 60, 91)],
+    ),
+    (
+        "compound on ', while'",
+        "Red cells carry oxygen, while white cells fight infection.",
+        [("Red cells carry oxygen", 0, 22), ("white cells fight infection.", 30, 58)],
+    ),
+    (
+        "compound on a semicolon",
+        "The plant opened in 2020; it employs 300 people.",
+        [("The plant opened in 2020;", 0, 25), ("it employs 300 people.", 26, 48)],
+    ),
+    (
+        "compound on 'and also'",
+        "Sales grew strongly and also profits doubled last year.",
+        [("Sales grew strongly", 0, 19), ("profits doubled last year.", 29, 55)],
+    ),
+    (
+        "compound on ', but'",
+        "The museum closed early, but the gardens stayed open until nine.",
+        [("The museum closed early", 0, 23), ("the gardens stayed open until nine.", 29, 64)],
+    ),
+    (
+        "a list joined by 'and' is not a compound",
+        "Apples, pears, and plums are fruit.",
+        [("Apples, pears, and plums are fruit.", 0, 35)],
+    ),
+    (
+        "a wrapped line joins the next one",
+        "This sentence wraps\nonto the next line. Next one.",
+        [("This sentence wraps\nonto the next line.", 0, 39), ("Next one.", 40, 49)],
+    ),
+    ("empty", "", []),
+    ("punctuation only", "---\n***", []),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [(c[1], c[2]) for c in CASES], ids=[c[0] for c in CASES])
+def test_split_claims(text: str, expected: list[tuple[str, int, int]]) -> None:
+    claims = split_claims(text)
+    assert [(c.text, c.start, c.end) for c in claims] == expected
+    for claim in claims:
+        assert text[claim.start : claim.end] == claim.text
+
+
+def test_claims_are_frozen_values() -> None:
+    claim = split_claims("A cat sat.")[0]
+    assert claim == Claim("A cat sat.", 0, 10)
+    with pytest.raises(AttributeError):
+        claim.start = 3  # type: ignore[misc]
+
+
+def test_mask_inline_code_keeps_offsets() -> None:
+    text = "Run `x = 1` now."
+    masked = mask_inline_code(text)
+    assert len(masked) == len(text)
+    assert "x = 1" not in masked
+    assert masked.startswith("Run ") and masked.endswith(" now.")
+
+
+def test_offsets_survive_long_mixed_answers() -> None:
+    answer = (
+        "根据资料，2019年军运会在武汉举办。The event had 9,308 athletes from 109 countries; "
+        "it lasted 10 days.\n\n- 比赛项目共27个大项。\n- Opening day: Oct. 18, 2019."
+    )
+    claims = split_claims(answer)
+    assert [c.text for c in claims] == [
+        "根据资料，2019年军运会在武汉举办。",
+        "The event had 9,308 athletes from 109 countries;",
+        "it lasted 10 days.",
+        "比赛项目共27个大项。",
+        "Opening day: Oct. 18, 2019.",
+    ]
+    assert all(answer[c.start : c.end] == c.text for c in claims)

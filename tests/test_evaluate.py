@@ -1,0 +1,216 @@
+"""``ragwatch eval-judge``: metric helpers on hand-computed cases, the command's output and its errors.
+
+Accuracy on the dev data is reported by the command, never asserted here: these tests pin the arithmetic
+and the interface.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragwatch.evaluate import (
+    EvalInputError,
+    average_precision,
+    detect_kind,
+    load_rows,
+    main,
+    precision_recall_f1,
+    reciprocal_rank,
+    render_plain,
+    roc_auc,
+    row_to_sample,
+)
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+# ----------------------------------------------------------------------------------------- metrics
+
+
+def test_roc_auc_perfect_and_reversed() -> None:
+    assert roc_auc([True, False, True, False], [0.9, 0.1, 0.8, 0.3]) == 1.0
+    assert roc_auc([True, False, True, False], [0.1, 0.9, 0.3, 0.8]) == 0.0
+
+
+def test_roc_auc_counts_ties_as_half() -> None:
+    assert roc_auc([True, False], [0.5, 0.5]) == 0.5
+    # pairs (pos, neg): (.8,.8)=½ (.8,.1)=1 (.3,.8)=0 (.3,.1)=1 -> 2.5 / 4
+    assert roc_auc([True, False, True, False], [0.8, 0.8, 0.3, 0.1]) == pytest.approx(0.625)
+    # all scores equal: chance
+    assert roc_auc([True, True, False], [1.0, 1.0, 1.0]) == 0.5
+
+
+def test_roc_auc_needs_both_classes() -> None:
+    assert roc_auc([True, True], [0.1, 0.2]) is None
+    assert roc_auc([], []) is None
+    with pytest.raises(ValueError):
+        roc_auc([True], [0.1, 0.2])
+
+
+def test_precision_recall_f1() -> None:
+    assert precision_recall_f1([True, True, False, False], [True, False, True, False]) == (0.5, 0.5, 0.5)
+    p, r, f = precision_recall_f1([True, True, True, False], [True, True, False, False])
+    assert (p, r) == (1.0, pytest.approx(2 / 3))
+    assert f == pytest.approx(0.8)
+    assert precision_recall_f1([True, False], [False, False]) == (0.0, 0.0, 0.0)
+
+
+def test_ranking_metrics() -> None:
+    assert average_precision([True, False, True]) == pytest.approx((1 + 2 / 3) / 2)
+    assert average_precision([False, False]) == 0.0
+    assert reciprocal_rank([False, True, True]) == 0.5
+    assert reciprocal_rank([False]) == 0.0
+
+
+# ------------------------------------------------------------------------------------------- input
+
+
+def faith_row(i: int, hallucinated: bool, task: str = "QA", language: str = "en") -> dict:
+    context = "The old stone bridge over the river is 120 meters long and was built in 1990."
+    answer = f"The stone bridge over the river is {150 if hallucinated else 120} meters long."
+    return {
+        "id": f"r{i}",
+        "question": "How long is the bridge?",
+        "contexts": [context, "Trains cross the river further north."],
+        "answer": answer,
+        "label_hallucinated": hallucinated,
+        "task_type": task,
+        "language": language,
+    }
+
+
+def write_jsonl(path: Path, rows: list, extra_lines: list[str] | None = None) -> Path:
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows] + (extra_lines or [])
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_detect_kind_and_sample() -> None:
+    row = faith_row(1, False)
+    assert detect_kind(row) == "faithfulness"
+    rel = {"question": "q", "passage": "p", "relevant": True, "question_id": "q1", "language": "en"}
+    assert detect_kind(rel) == "relevance"
+    with pytest.raises(EvalInputError, match="lacks"):
+        detect_kind({"contexts": [], "__line__": 4})
+    with pytest.raises(EvalInputError, match="unknown schema"):
+        detect_kind({"foo": 1})
+    sample = row_to_sample(row)
+    assert [c.id for c in sample.chunks] == ["c1", "c2"]
+    assert sample.answer == row["answer"] and sample.question == row["question"]
+
+
+def test_load_rows_reports_the_line(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "x.jsonl", [faith_row(1, False)], ["", "{not json"])
+    with pytest.raises(EvalInputError) as err:
+        load_rows(path)
+    assert err.value.line == 3
+
+
+# -------------------------------------------------------------------------------------------- main
+
+
+def test_main_faithfulness_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        faith_row(i, i % 2 == 0, task="QA" if i < 4 else "Summary", language="en" if i < 3 else "zh") for i in range(6)
+    ]
+    path = write_jsonl(tmp_path / "faith.jsonl", rows)
+    assert main([str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"overall", "by_task_type", "by_language"}
+    assert set(out["by_task_type"]) == {"QA", "Summary"}
+    assert set(out["by_language"]) == {"en", "zh"}
+    for stats in [out["overall"], *out["by_task_type"].values(), *out["by_language"].values()]:
+        assert set(stats) == {"n", "precision", "recall", "f1", "auc"}
+    assert out["overall"]["n"] == 6
+    # the number rule catches every invented length, and nothing else
+    assert out["overall"]["precision"] == out["overall"]["recall"] == out["overall"]["f1"] == 1.0
+    assert out["overall"]["auc"] == 1.0
+
+
+def test_main_limit_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_jsonl(tmp_path / "faith.jsonl", [faith_row(i, i % 2 == 0) for i in range(6)])
+    assert main([str(path), "--limit", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "overall" in text and "f1" in text
+    assert "2 rows" in text
+
+
+def test_main_relevance_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def rel(qid: str, question: str, passage: str, relevant: bool, language: str = "en") -> dict:
+        return {
+            "question": question,
+            "passage": passage,
+            "relevant": relevant,
+            "question_id": qid,
+            "language": language,
+        }
+
+    rows = [
+        rel("q1", "How long is the Great Wall of China?", "Bananas are rich in potassium.", False),
+        rel("q1", "How long is the Great Wall of China?", "The Great Wall of China is 21,196 km long.", True),
+        rel("q2", "长城有多长？", "香蕉富含钾。", False, "zh"),
+        rel("q2", "长城有多长？", "长城全长21196千米。", True, "zh"),
+        rel("q3", "Who wrote Hamlet?", "Paris is in France.", False),
+    ]
+    path = write_jsonl(tmp_path / "rel.jsonl", rows)
+    assert main([str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"overall", "by_language"}
+    assert set(out["overall"]) == {"n_questions", "map", "mrr", "auc"}
+    assert out["overall"]["n_questions"] == 2  # q3 has no relevant passage
+    assert out["overall"]["map"] == out["overall"]["mrr"] == 1.0
+    assert set(out["by_language"]) == {"en", "zh"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [("{broken", 3), ("[1, 2]", 3), (json.dumps({"question": "q", "contexts": "not a list"}), 3)],
+    ids=["json", "not-object", "bad-field"],
+)
+def test_main_bad_line_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, line: int) -> None:
+    path = write_jsonl(tmp_path / "bad.jsonl", [faith_row(1, False), faith_row(2, True)], [extra])
+    assert main([str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert f"line {line}" in captured.err
+    assert "Traceback" not in captured.err
+    assert captured.out == ""
+
+
+def test_main_bad_field_type_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    row = faith_row(1, False)
+    row["contexts"] = "not a list"
+    path = write_jsonl(tmp_path / "bad.jsonl", [faith_row(0, True), row])
+    assert main([str(path)]) == 2
+    assert "line 2" in capsys.readouterr().err
+
+
+def test_main_missing_file_and_bad_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "nope.jsonl")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    path = write_jsonl(tmp_path / "ok.jsonl", [faith_row(1, False)])
+    assert main([str(path), "--limit", "0"]) == 2
+    assert main([str(path), "--judge", "no-such-judge"]) == 2
+
+
+def test_render_plain() -> None:
+    result = {"overall": {"n_questions": 2, "map": 0.5, "mrr": 1.0, "auc": None}, "by_language": {}}
+    text = render_plain(result, "relevance", "title")
+    assert text.splitlines()[0] == "title"
+    assert "0.500" in text and "—" in text
+
+
+# ------------------------------------------------------------------------------------ real dev data
+
+
+@pytest.mark.skipif(not (DATA / "faithfulness" / "rgb_zh_en_dev.jsonl").exists(), reason="shared data absent")
+def test_real_dev_file_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    path = DATA / "faithfulness" / "rgb_zh_en_dev.jsonl"
+    assert main([str(path), "--json", "--limit", "100"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["overall"]["n"] == 100
+    groups = [out["overall"], *out["by_task_type"].values(), *out["by_language"].values()]
+    for stats in groups:
+        for key in ("precision", "recall", "f1", "auc"):
+            assert stats[key] is None or 0.0 <= stats[key] <= 1.0
