@@ -96,7 +96,7 @@ class Producer:
             self._m_enqueued.inc()
         if self._thread is None:
             self._start()
-        if len(buffer) >= self._batch:
+        if len(buffer) >= self._batch and not self._wake.is_set():
             self._wake.set()
 
     def _start(self) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from .degrade import ModeState
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_QUEUE_URL", "Entry", "ModeListener", "Queue", "QueueStats", "open_queue"]
+__all__ = ["DEFAULT_QUEUE_URL", "Applied", "Entry", "ModeListener", "Queue", "QueueStats", "open_queue"]
 
 DEFAULT_QUEUE_URL = "memory://"
 
@@ -44,6 +44,10 @@ class QueueStats:
     pending: int  # delivered to a worker, not yet acknowledged
     lag: int  # entries not yet delivered to any worker of the group
     dead: int  # entries in the dead-letter stream
+
+
+#: One score to apply: (sample id, record, values, time).
+Applied = tuple[str, bytes, Mapping[str, float], "float | None"]
 
 
 class Queue(ABC):
@@ -83,6 +87,10 @@ class Queue(ABC):
         """Store a score record, add ``values`` to the per-metric totals and push them (stamped ``at``,
         default now) onto each metric's rolling window — all once per sample id, atomically.
         Returns False (and changes nothing) when this sample was applied before."""
+
+    def apply_many(self, items: Sequence[Applied]) -> list[bool]:
+        """:meth:`apply` for a batch, in one round trip where the backend can; results in order."""
+        return [self.apply(*item) for item in items]
 
     @abstractmethod
     def window(self, metric: str, count: int) -> list[tuple[float, float]]:

@@ -28,7 +28,7 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from .degrade import ModeState
 from .errors import ConfigError, QueueError
 from .keys import GROUP, Keys
-from .queue import Entry, ModeListener, Queue, QueueStats
+from .queue import Applied, Entry, ModeListener, Queue, QueueStats
 
 __all__ = ["RedisQueue", "connect"]
 
@@ -299,15 +299,32 @@ class RedisQueue(Queue):
         with _translated("dead-letter"):
             self._run("dead_letter", [self.keys.dead, self.keys.samples], args)
 
-    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
+    def _apply_call(
+        self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None
+    ) -> tuple[list[str], list[Any]]:
         stamp = time.time() if at is None else at
         args: list[Any] = [self._applied_ttl, self._scores_maxlen, record, repr(stamp), self._window_cap]
         keys = [self.keys.applied(sample_id), self.keys.scores, self.keys.totals]
         for metric, value in values.items():
             args += [metric, repr(float(value))]
             keys.append(self.keys.window(metric))
+        return keys, args
+
+    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
+        keys, args = self._apply_call(sample_id, record, values, at)
         with _translated("apply"):
             return bool(self._run("apply", keys, args))
+
+    def apply_many(self, items: Sequence[Applied]) -> list[bool]:
+        if _scheme(self._url) == "redis+cluster" or len(items) < 2:
+            return super().apply_many(items)  # one slot anyway; keep cluster pipelines out of it
+        with _translated("apply"):
+            client = self.client
+            pipe = client.pipeline(transaction=False)
+            for item in items:
+                keys, args = self._apply_call(*item)
+                self._scripts["apply"](keys=keys, args=args, client=pipe)
+            return [bool(r) for r in pipe.execute()]
 
     def window(self, metric: str, count: int) -> list[tuple[float, float]]:
         with _translated("LRANGE"):

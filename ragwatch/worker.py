@@ -194,28 +194,27 @@ class Worker:
             except SampleDecodeError as exc:
                 self._dead(entry, f"malformed: {exc}", "malformed")
                 continue
-            jobs.append((entry, sample, self._pool.submit(self._score, sample)))
-        done: list[str] = []
-        for entry, sample, future in jobs:
+            jobs.append((entry, self._pool.submit(self._score, sample)))
+        scored: list[tuple[Entry, ScoreRecord]] = []
+        for entry, future in jobs:
             try:
-                record = future.result()
+                scored.append((entry, future.result()))
             except Exception as exc:
                 self._failed(entry, exc)
-                continue
-            values = record.scores
-            fresh = self.queue.apply(
-                sample.sample_id, orjson.dumps(record), values, at=min(sample.created_at, time.time())
-            )
-            if fresh:
-                self._count("scored")
-                if self._m is not None:
-                    service = self.queue.service
-                    for metric, value in values.items():
-                        self._m.scores.labels(service, metric).observe(value)
-                    self._m.diagnoses.labels(service, record.diagnosis).inc()
-            else:
+        fresh = self.queue.apply_many(
+            [(r.sample_id, orjson.dumps(r), r.scores, min(r.created_at, time.time())) for _, r in scored]
+        )
+        service = self.queue.service
+        for (_, record), new in zip(scored, fresh, strict=True):
+            if not new:
                 self._count("duplicate")
-            done.append(entry.id)
+                continue
+            self._count("scored")
+            if self._m is not None:
+                for metric, value in record.scores.items():
+                    self._m.scores.labels(service, metric).observe(value)
+                self._m.diagnoses.labels(service, record.diagnosis).inc()
+        done = [entry.id for entry, _ in scored]
         self.queue.ack(done)
         self.processed += len(entries)
 

@@ -176,3 +176,11 @@ def test_mode_compare_and_set_override_and_notification(queue: Queue) -> None:
     assert forced.override == "off" and forced.version == 2 and forced.degraded
     assert queue.read_mode() == forced
     listener.close()
+
+
+def test_apply_many_is_idempotent_in_and_across_batches(queue: Queue) -> None:
+    batch = [("s1", b"1", {"m": 1.0}, 10.0), ("s2", b"2", {"m": 0.5}, 11.0), ("s1", b"1", {"m": 1.0}, 10.0)]
+    assert queue.apply_many(batch) == [True, True, False]
+    assert queue.apply_many(batch[:2]) == [False, False]
+    assert queue.totals()["m"] == (2, pytest.approx(1.5))
+    assert queue.window("m", 10) == [(11.0, 0.5), (10.0, 1.0)]
