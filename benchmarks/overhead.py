@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
-import hashlib
 import json
 import os
 import platform
@@ -60,6 +59,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
+
+from benchcommon import print_table, source_fingerprint  # noqa: E402
 
 import ragwatch  # noqa: E402
 from ragwatch import RagWatch  # noqa: E402
@@ -466,45 +467,6 @@ def header_lines() -> list[str]:
         f"prometheus-client {version('prometheus-client')}",
         f"ragwatch source: {source_fingerprint()}",
     ]
-
-
-def source_fingerprint() -> str:
-    """Which ragwatch code was measured: a hash of its .py files (it has no commit to name yet)."""
-    package = Path(ragwatch.__file__).resolve().parent
-    files = sorted(package.rglob("*.py"))
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.relative_to(package).as_posix().encode())
-        digest.update(f.read_bytes())
-    newest = max(f.stat().st_mtime for f in files)
-    stamp = dt.datetime.fromtimestamp(newest, dt.timezone.utc).isoformat(timespec="seconds")
-    return f"{package} sha256:{digest.hexdigest()[:12]} (newest file {stamp})"
-
-
-def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-
-        def line(cells: list[str]) -> str:
-            return "  ".join(
-                v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(cells, widths, strict=True))
-            )
-
-        print(title)
-        print(line(columns))
-        print("  ".join("-" * w for w in widths))
-        for row in rows:
-            print(line(row))
-        return
-    table = Table(title=title)
-    for i, c in enumerate(columns):
-        table.add_column(c, justify="left" if i == 0 else "right")
-    for row in rows:
-        table.add_row(*row)
-    Console(width=max(130, len(title) + 4)).print(table)
 
 
 def report(variants: list[Variant], wall: float, batch: int, untimed: int) -> dict[str, Any]:

@@ -25,23 +25,18 @@ plus a verdict line per target:
 
 Usage::
 
-    python benchmarks/queue.py                 # the full run, about two minutes
-    python benchmarks/queue.py --quick         # 10x smaller counts, about 20 s
-    python benchmarks/queue.py --json /tmp/queue.json
-
-The file is named ``queue.py`` like the standard library module, so it removes its own directory from
-``sys.path`` before importing anything (redis-py and ``concurrent.futures`` import the stdlib ``queue``).
+    python benchmarks/sampling_queue.py                 # the full run, about two minutes
+    python benchmarks/sampling_queue.py --quick         # 10x smaller counts, about 20 s
+    python benchmarks/sampling_queue.py --json /tmp/queue.json
 """
 
-# ruff: noqa: E402 - sys.path must be fixed before anything imports the stdlib `queue`
+# ruff: noqa: E402 - the checkout's package must be importable before ragwatch is imported
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-_ROOT = _HERE.parent  # run from a checkout without installing: the package next to this directory
+_ROOT = Path(__file__).resolve().parent.parent  # run from a checkout without installing
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
@@ -49,7 +44,6 @@ import argparse
 import contextlib
 import datetime as dt
 import gc
-import hashlib
 import json
 import os
 import platform
@@ -68,6 +62,7 @@ from importlib import metadata
 from typing import Any
 
 import redis
+from benchcommon import print_table, source_fingerprint
 from prometheus_client import CollectorRegistry, Counter
 
 import ragwatch
@@ -574,48 +569,6 @@ def load_average() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "?"
-
-
-def source_fingerprint() -> str:
-    """Which ragwatch code was measured: a hash of its .py files (it has no commit to name yet)."""
-    package = Path(ragwatch.__file__).resolve().parent
-    files = sorted(package.rglob("*.py"))
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.relative_to(package).as_posix().encode())
-        digest.update(f.read_bytes())
-    newest = max(f.stat().st_mtime for f in files)
-    stamp = dt.datetime.fromtimestamp(newest, dt.timezone.utc).isoformat(timespec="seconds")
-    return f"{package} sha256:{digest.hexdigest()[:12]} (newest file {stamp})"
-
-
-def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        widths = [max(len(c), *(len(r[i]) for r in rows if r)) for i, c in enumerate(columns)]
-
-        def line(cells: list[str]) -> str:
-            return "  ".join(
-                v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(cells, widths, strict=True))
-            )
-
-        print(title)
-        print(line(columns))
-        print("  ".join("-" * w for w in widths))
-        for row in rows:
-            print(line(row) if row else "")
-        return
-    table = Table(title=title)
-    for i, c in enumerate(columns):
-        table.add_column(c, justify="left" if i == 0 else "right")
-    for row in rows:
-        if row:
-            table.add_row(*row)
-        else:
-            table.add_section()
-    Console(width=max(150, len(title) + 4)).print(table)
 
 
 def verdict(ok: bool) -> str:
