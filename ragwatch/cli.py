@@ -137,6 +137,50 @@ def _eval_judge(args: argparse.Namespace) -> int:
     return evaluate(args.rest)
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from .replay import ReplayOptions, parse_duration, run
+
+    settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per probe drowns the summary
+    headers = {}
+    for item in args.header or ():
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header must be 'Name: value', got {item!r}")
+        headers[name.strip()] = value.strip()
+    options = ReplayOptions(
+        url=args.url,
+        service=settings.service,
+        method=args.method,
+        headers=headers,
+        body=args.body,
+        question_field=args.question_field,
+        answer_path=args.answer,
+        chunk_ids_path=args.chunk_ids or None,
+        chunk_texts_path=args.chunk_texts or None,
+        stream_text_path=args.stream_text,
+        golden=args.golden,
+        traffic=args.traffic,
+        redis_url=settings.redis_url,
+        k=args.k,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        retries=args.retries,
+        min_availability=args.min_availability,
+        min_hit_rate=args.min_hit_rate,
+        every=parse_duration(args.every) if args.every else None,
+        max_runs=args.max_runs,
+        metrics_port=args.metrics_port,
+        metrics_addr=args.metrics_addr,
+        pushgateway=args.pushgateway,
+        job=args.job,
+        output_format="json" if args.json else "markdown",
+        output=args.output,
+        progress=False if args.no_progress else None,
+    )
+    return EXIT_OK if run(options).passed else EXIT_UNHEALTHY
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
     parser.add_argument("--service", help="service name (default: $RAGWATCH_SERVICE)")
@@ -174,6 +218,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("rest", nargs=argparse.REMAINDER)
     evaluate.set_defaults(func=_eval_judge)
+
+    replay = commands.add_parser("replay", help="probe the live service with golden / recent questions")
+    _common(replay)
+    replay.add_argument("--url", required=True, help="endpoint to probe, e.g. http://kb-qa:8000/ask")
+    replay.add_argument("--method", default="POST")
+    replay.add_argument("--header", action="append", help="'Name: value' sent with every probe (repeatable)")
+    replay.add_argument("--body", help='JSON body template; "{question}" in a string value is replaced')
+    replay.add_argument("--question-field", help="dotted body field set to the question (default: question)")
+    replay.add_argument("--answer", default="answer", help="dotted response path of the answer")
+    replay.add_argument("--chunk-ids", default="chunks[].id", help="response path of chunk ids ('' for none)")
+    replay.add_argument("--chunk-texts", help="response path of chunk texts")
+    replay.add_argument("--stream-text", default="delta", help="SSE: path of the text delta in a JSON event")
+    replay.add_argument("--golden", help="golden set (JSONL: question, relevant_ids, reference_answer)")
+    replay.add_argument("--traffic", type=int, default=0, help="also replay N recent distinct sampled questions")
+    replay.add_argument("--k", type=int, default=5, help="K of Hit Rate / Recall / Precision / MRR")
+    replay.add_argument("--concurrency", type=int, default=4, help="requests in flight")
+    replay.add_argument("--timeout", type=float, default=10.0, help="seconds per request (whole response)")
+    replay.add_argument("--retries", type=int, default=0, help="retries on timeout/connect/5xx (default none)")
+    replay.add_argument("--min-availability", type=float, help="exit 1 when availability is under this")
+    replay.add_argument("--min-hit-rate", type=float, help="exit 1 when golden hit rate is under this")
+    replay.add_argument("--every", help="run on a schedule (30s, 5m, 1h) instead of once")
+    replay.add_argument("--max-runs", type=int, help="with --every: stop after this many runs")
+    replay.add_argument("--metrics-port", type=int, help="serve /metrics on this port (scheduled prober)")
+    replay.add_argument("--metrics-addr", default="0.0.0.0")
+    replay.add_argument("--pushgateway", help="push the run's metrics to this Pushgateway (host:port or URL)")
+    replay.add_argument("--job", default="ragwatch_replay", help="Pushgateway job name")
+    replay.add_argument("--json", action="store_true", help="JSON summary instead of Markdown")
+    replay.add_argument("--output", help="write the summary to this file instead of stdout")
+    replay.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    replay.set_defaults(func=_replay)
 
     health = commands.add_parser("health", help="exit 0 when a worker sent a heartbeat recently, else 1")
     _common(health)

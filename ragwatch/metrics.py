@@ -27,6 +27,7 @@ __all__ = [
     "ModeMetrics",
     "ModelChildren",
     "ProducerMetrics",
+    "ReplayMetrics",
     "WorkerMetrics",
     "capture_metrics",
     "families",
@@ -68,6 +69,15 @@ SLA_THRESHOLD = "ragwatch_sla_threshold"
 DEGRADED_TRANSITIONS = "ragwatch_degraded_transitions"
 DEGRADED = "ragwatch_degraded"
 DEGRADED_OVERRIDE = "ragwatch_degraded_override"
+REPLAY_REQUESTS = "ragwatch_replay_requests"
+REPLAY_DURATION = "ragwatch_replay_duration_seconds"
+REPLAY_TTFT = "ragwatch_replay_ttft_seconds"
+REPLAY_AVAILABILITY = "ragwatch_replay_availability"
+REPLAY_LATENCY_QUANTILE = "ragwatch_replay_latency_quantile_seconds"
+REPLAY_RETRIEVAL = "ragwatch_replay_retrieval"
+REPLAY_ANSWER_DRIFT = "ragwatch_replay_answer_drift"
+REPLAY_RUNS = "ragwatch_replay_runs"
+REPLAY_LAST_RUN = "ragwatch_replay_last_run_timestamp_seconds"
 
 #: Every family name as it appears in the exposition (counters gain ``_total``).
 METRIC_NAMES: frozenset[str] = frozenset(
@@ -100,6 +110,15 @@ METRIC_NAMES: frozenset[str] = frozenset(
         DEGRADED_TRANSITIONS + "_total",
         DEGRADED,
         DEGRADED_OVERRIDE,
+        REPLAY_REQUESTS + "_total",
+        REPLAY_DURATION,
+        REPLAY_TTFT,
+        REPLAY_AVAILABILITY,
+        REPLAY_LATENCY_QUANTILE,
+        REPLAY_RETRIEVAL,
+        REPLAY_ANSWER_DRIFT,
+        REPLAY_RUNS + "_total",
+        REPLAY_LAST_RUN,
     }
 )
 
@@ -343,6 +362,76 @@ class ModeMetrics:
             ["service", "mode"],
             registry=registry,
             multiprocess_mode="max",
+        )
+
+
+class ReplayMetrics:
+    """The replay prober: what synthetic requests to the live service saw.
+
+    Counters and histograms accumulate over the runs of a long-running prober (rate() them); the gauges
+    hold the figures of the latest run, which is what a Pushgateway keeps between one-shot CronJob runs.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None = REGISTRY, latency_buckets: Sequence[float] = DEFAULT_LATENCY_BUCKETS
+    ) -> None:
+        buckets = tuple(latency_buckets)
+        self.requests = Counter(
+            REPLAY_REQUESTS,
+            "Probe requests by outcome (ok, timeout, connect, transport, http_5xx, http_4xx, bad_json, missing_field).",
+            ["service", "outcome"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            REPLAY_DURATION,
+            "Time from sending a successful probe request to the end of its response body.",
+            ["service"],
+            buckets=buckets,
+            registry=registry,
+        )
+        self.ttft = Histogram(
+            REPLAY_TTFT,
+            "Time from sending a streamed (SSE) probe request to its first text event.",
+            ["service"],
+            buckets=buckets,
+            registry=registry,
+        )
+        gauge = {"registry": registry, "multiprocess_mode": "max"}
+        self.availability = Gauge(
+            REPLAY_AVAILABILITY,
+            "Share of the latest run's probe requests that succeeded (0..1).",
+            ["service"],
+            **gauge,  # type: ignore[arg-type]
+        )
+        self.latency_quantile = Gauge(
+            REPLAY_LATENCY_QUANTILE,
+            "Latest run's latency or TTFT quantile (kind: latency, ttft; quantile: 0.5, 0.95, 0.99).",
+            ["service", "kind", "quantile"],
+            **gauge,  # type: ignore[arg-type]
+        )
+        self.retrieval = Gauge(
+            REPLAY_RETRIEVAL,
+            "Latest run's golden-set retrieval quality (metric: hit_rate, recall, precision, mrr) at k.",
+            ["service", "metric", "k"],
+            **gauge,  # type: ignore[arg-type]
+        )
+        self.answer_drift = Gauge(
+            REPLAY_ANSWER_DRIFT,
+            "Latest run's mean answer drift (1 - similarity, 0..1) from the reference or historical answer.",
+            ["service", "basis"],
+            **gauge,  # type: ignore[arg-type]
+        )
+        self.runs = Counter(
+            REPLAY_RUNS,
+            "Replay runs by result (pass, fail: a floor was not met).",
+            ["service", "result"],
+            registry=registry,
+        )
+        self.last_run = Gauge(
+            REPLAY_LAST_RUN,
+            "Unix time the latest replay run finished (alert when it stops moving).",
+            ["service"],
+            **gauge,  # type: ignore[arg-type]
         )
 
 

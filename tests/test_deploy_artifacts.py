@@ -1,0 +1,404 @@
+"""Deployment artefacts (grafana/, exporters/, helm/) checked with the real tools: promtool, helm,
+kubernetes-validate, JSON Schema. Binaries and optional packages skip locally when absent and fail under
+CI=true (scripts/test.sh installs prometheus for promtool and fetches helm with scripts/get_helm.sh)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ragwatch.metrics import METRIC_NAMES
+
+from .servers import require_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAFANA = ROOT / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "ragwatch-overview.json"
+DASHBOARD_SCHEMA = GRAFANA / "schema" / "dashboard-subset.schema.json"
+GRAFANA_ALERTS = GRAFANA / "provisioning" / "alerting" / "ragwatch-alerts.yaml"
+PROM = ROOT / "exporters" / "prometheus"
+RULES = PROM / "rules" / "ragwatch.rules.yml"
+RULE_TESTS = PROM / "tests" / "ragwatch.test.yml"
+OTEL = ROOT / "exporters" / "otel-collector" / "config.yaml"
+CHART = ROOT / "helm" / "ragwatch"
+ALL_FEATURES = CHART / "ci" / "all-features-values.yaml"
+KUBERNETES_VERSION = "1.33.0"  # a current release; kubernetes-validate ships its schemas
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+IN_CI = os.environ.get("CI") == "true"
+
+# a ragwatch metric name not part of a recording-rule name (level:metric:operation)
+METRIC_RE = re.compile(r"(?<![\w:])ragwatch_[a-z0-9_]+(?![\w:])")
+RECORDED_RE = re.compile(r"(?<![\w:])[a-z_]+:ragwatch_[a-z0-9_]+:[a-z0-9_]+(?![\w:])")
+
+
+def require_module(name: str) -> Any:
+    """Skip locally when a test-only package is missing; fail under CI, where the test extras install it."""
+    import importlib.util
+
+    if IN_CI and importlib.util.find_spec(name) is None:
+        pytest.fail(f"{name} is required in CI (add it to the test extras)")
+    return pytest.importorskip(name)
+
+
+def require_helm() -> str:
+    local = ROOT / ".tools" / "helm"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    if shutil.which("helm") is None and not IN_CI:
+        pytest.skip("helm not found: run bash scripts/get_helm.sh")
+    return require_binary("helm")
+
+
+# -- collecting the PromQL of every artefact --------------------------------------------------------------
+
+
+def _walk_exprs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "expr" and isinstance(value, str):
+                yield value
+            else:
+                yield from _walk_exprs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk_exprs(item)
+
+
+def dashboard_exprs() -> list[str]:
+    return list(_walk_exprs(json.loads(DASHBOARD.read_text())))
+
+
+def grafana_alert_exprs() -> list[str]:
+    doc = yaml.safe_load(GRAFANA_ALERTS.read_text())
+    return [
+        query["model"]["expr"]
+        for group in doc["groups"]
+        for rule in group["rules"]
+        for query in rule["data"]
+        if query["datasourceUid"] != "__expr__"
+    ]
+
+
+def rule_groups(path: Path = RULES) -> list[dict[str, Any]]:
+    return yaml.safe_load(path.read_text())["groups"]
+
+
+def rules_exprs() -> list[str]:
+    return [rule["expr"] for group in rule_groups() for rule in group["rules"]]
+
+
+def recorded_names() -> set[str]:
+    return {rule["record"] for group in rule_groups() for rule in group["rules"] if "record" in rule}
+
+
+def rule_test_series() -> list[str]:
+    doc = yaml.safe_load(RULE_TESTS.read_text())
+    found = []
+    for test in doc["tests"]:
+        found += [s["series"] for s in test.get("input_series", [])]
+        found += [t["expr"] for t in test.get("promql_expr_test", [])]
+        found += [s["labels"] for t in test.get("promql_expr_test", []) for s in t.get("exp_samples", [])]
+    return found
+
+
+def known(name: str) -> bool:
+    if name in METRIC_NAMES:
+        return True
+    return any(name.endswith(suffix) and name[: -len(suffix)] in METRIC_NAMES for suffix in HISTOGRAM_SUFFIXES)
+
+
+def unknown_names(texts: list[str]) -> set[str]:
+    recorded = recorded_names()
+    bad = {name for text in texts for name in METRIC_RE.findall(text) if not known(name)}
+    bad |= {name for text in texts for name in RECORDED_RE.findall(text) if name not in recorded}
+    return bad
+
+
+def render(helm: str, *extra: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [helm, "template", "rw", str(CHART), "--namespace", "rag", *extra],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def promtool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    binary = require_binary("promtool")
+    return subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+# -- metric names ---------------------------------------------------------------------------------------
+
+
+def test_artefacts_reference_real_metric_names() -> None:
+    texts = {
+        "dashboard": dashboard_exprs(),
+        "grafana alerts": grafana_alert_exprs(),
+        "prometheus rules": rules_exprs(),
+        "rule tests": rule_test_series(),
+    }
+    for where, exprs in texts.items():
+        assert exprs, f"no PromQL found in {where}"
+        assert not unknown_names(exprs), f"{where} uses metrics ragwatch does not export: {unknown_names(exprs)}"
+
+
+def test_unknown_names_are_caught() -> None:  # the check above is not vacuous
+    assert unknown_names(["rate(ragwatch_no_such_metric_total[5m])"]) == {"ragwatch_no_such_metric_total"}
+    assert unknown_names(["ragwatch_score_bucket + service:ragwatch_queue_lag:max"]) == set()
+    assert unknown_names(["service:ragwatch_nothing:rate1m"]) == {"service:ragwatch_nothing:rate1m"}
+
+
+def test_replay_panels_and_alert_follow_the_replay_metrics() -> None:
+    replay = sorted(n for n in METRIC_NAMES if n.startswith("ragwatch_replay_"))
+    used = " ".join(dashboard_exprs() + grafana_alert_exprs() + rules_exprs())
+    if replay:
+        assert "ragwatch_replay_availability" in used
+        assert "ragwatch_replay_retrieval" in used
+
+
+# -- PromQL and Prometheus files, checked by promtool -----------------------------------------------------
+
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "$service": ".*"}
+
+
+def _as_promql(expr: str) -> str:
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    assert "$" not in expr, f"unhandled Grafana variable in {expr!r}"
+    return expr
+
+
+def test_dashboard_and_grafana_alert_promql_parses(tmp_path: Path) -> None:
+    exprs = [_as_promql(e) for e in dashboard_exprs() + grafana_alert_exprs()]
+    rules = [{"record": f"ragwatch_check:expr{i}:parse", "expr": e} for i, e in enumerate(exprs)]
+    path = tmp_path / "exprs.rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "parse", "rules": rules}]}))
+    out = promtool("check", "rules", str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in out.stdout
+
+
+def test_promtool_rejects_bad_promql(tmp_path: Path) -> None:  # the parse check is not vacuous
+    path = tmp_path / "bad.rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "x", "rules": [{"record": "a:b:c", "expr": "sum(("}]}]}))
+    assert promtool("check", "rules", str(path)).returncode != 0
+
+
+def test_prometheus_rules_check() -> None:
+    out = promtool("check", "rules", str(RULES))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_prometheus_rules_unit_tests_fire_and_resolve() -> None:
+    out = promtool("test", "rules", str(RULE_TESTS.relative_to(PROM)), cwd=PROM)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # every alert is tested firing and resolved
+    alerts = {r["alert"] for g in rule_groups() for r in g["rules"] if "alert" in r}
+    tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    fired = {c["alertname"] for t in tests for c in t.get("alert_rule_test", []) if c["exp_alerts"]}
+    resolved = {c["alertname"] for t in tests for c in t.get("alert_rule_test", []) if not c["exp_alerts"]}
+    assert alerts == fired == resolved
+
+
+def test_prometheus_config_check() -> None:
+    out = promtool("check", "config", str(PROM / "prometheus.yml"))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_grafana_alerts_match_prometheus_alerts() -> None:
+    doc = yaml.safe_load(GRAFANA_ALERTS.read_text())
+    rules = [r for g in doc["groups"] for r in g["rules"]]
+    assert len({r["uid"] for r in rules}) == len(rules)
+    alerts = [r for g in rule_groups() for r in g["rules"] if "alert" in r]
+    assert len(rules) == len(alerts)
+    for rule in rules:
+        refs = {q["refId"]: q for q in rule["data"]}
+        assert rule["condition"] in refs
+        assert refs[rule["condition"]]["model"]["type"] == "threshold"
+        assert rule["labels"]["severity"] in {"critical", "warning"}
+
+
+# -- Grafana dashboard ------------------------------------------------------------------------------------
+
+
+def test_dashboard_validates_against_the_pinned_schema() -> None:
+    jsonschema = require_module("jsonschema")
+    schema = json.loads(DASHBOARD_SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    dashboard = json.loads(DASHBOARD.read_text())
+    jsonschema.Draft202012Validator(schema).validate(dashboard)
+    broken = json.loads(DASHBOARD.read_text())
+    del broken["panels"][1]["targets"][0]["refId"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(broken)
+
+
+def test_dashboard_layout_and_content() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    cells = set()
+    for panel in dashboard["panels"]:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24
+        for dx in range(grid["w"]):
+            for dy in range(grid["h"]):
+                cell = (grid["x"] + dx, grid["y"] + dy)
+                assert cell not in cells, f"panel {panel['title']!r} overlaps another"
+                cells.add(cell)
+        for target in panel.get("targets", []):
+            if "ragwatch_internal_errors_total" not in target["expr"] and "vector(" not in target["expr"]:
+                assert '$service"' in target["expr"], f"{panel['title']}: {target['expr']} ignores $service"
+    used = " ".join(dashboard_exprs())
+    for name in (
+        "ragwatch_window_value",
+        "ragwatch_sla_threshold",
+        "ragwatch_degraded",
+        "ragwatch_diagnoses_total",
+        "ragwatch_queue_lag",
+        "ragwatch_dead_letters",
+        "ragwatch_scoring_duration_seconds_bucket",
+        "ragwatch_time_to_first_token_seconds_bucket",
+        "ragwatch_cost_usd_total",
+        "ragwatch_samples_dropped_total",
+        "ragwatch_sampling_decisions_total",
+    ):
+        assert name in used, name
+
+
+def test_grafana_provisioning_files() -> None:
+    dashboards = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "ragwatch.yaml").read_text())
+    assert dashboards["apiVersion"] == 1 and dashboards["providers"][0]["type"] == "file"
+    alerts = yaml.safe_load(GRAFANA_ALERTS.read_text())
+    assert alerts["apiVersion"] == 1
+    for rule in (r for g in alerts["groups"] for r in g["rules"]):
+        assert rule["annotations"]["dashboardUid"] == json.loads(DASHBOARD.read_text())["uid"]
+
+
+# -- OpenTelemetry collector ------------------------------------------------------------------------------
+
+
+def test_otel_collector_config() -> None:
+    config = yaml.safe_load(OTEL.read_text())
+    assert set(config["receivers"]["otlp"]["protocols"]) == {"grpc", "http"}
+    assert {"memory_limiter", "batch"} <= set(config["processors"])
+    assert "otlp" in config["exporters"] and config["exporters"]["otlp"]["endpoint"]
+    traces = config["service"]["pipelines"]["traces"]
+    assert traces["receivers"] == ["otlp"]
+    assert traces["processors"][0] == "memory_limiter" and traces["processors"][-1] == "batch"
+    assert "otlp" in traces["exporters"]
+    for section in ("receivers", "processors", "exporters"):
+        for name in traces[section]:
+            assert name in config[section], f"pipeline uses undefined {section[:-1]} {name}"
+    overlay = yaml.safe_load((OTEL.parent / "spanmetrics.yaml").read_text())
+    assert "spanmetrics" in overlay["connectors"]
+    assert "spanmetrics" in overlay["service"]["pipelines"]["traces"]["exporters"]
+
+
+# -- Helm chart -------------------------------------------------------------------------------------------
+
+
+def test_chart_rules_are_the_exporters_rules() -> None:
+    assert (CHART / "files" / "ragwatch.rules.yml").read_text() == RULES.read_text()
+
+
+@pytest.mark.parametrize("values", [None, ALL_FEATURES], ids=["defaults", "all-features"])
+def test_helm_lint_strict(values: Path | None) -> None:
+    helm = require_helm()
+    extra = ["-f", str(values)] if values else []
+    out = subprocess.run([helm, "lint", "--strict", str(CHART), *extra], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("values", [None, ALL_FEATURES], ids=["defaults", "all-features"])
+def test_helm_template_validates_against_kubernetes(values: Path | None) -> None:
+    helm = require_helm()
+    kv = require_module("kubernetes_validate")
+    docs = render(helm, *(["-f", str(values)] if values else []))
+    builtin = [d for d in docs if "." not in d["apiVersion"].split("/")[0]]  # v1, apps/v1, batch/v1: not CRDs
+    assert len(builtin) >= 4
+    for doc in builtin:
+        kv.validate(doc, KUBERNETES_VERSION, strict=True)
+    kinds = {d["kind"] for d in docs}
+    assert {"ConfigMap", "Deployment", "Service", "ServiceAccount"} <= kinds
+    assert ("Secret" in kinds) == (values is None)  # all-features uses existingSecret
+
+
+def test_helm_worker_deployment() -> None:
+    helm = require_helm()
+    docs = render(helm)
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"][0] == "worker"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["ports"][0]["containerPort"] == 9465
+    assert container["resources"]["limits"] and container["resources"]["requests"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    assert set(env) == {"RAGWATCH_REDIS_URL", "RAGWATCH_JUDGE_API_KEY"}
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert container["envFrom"][0]["configMapRef"]["name"] == config["metadata"]["name"]
+    assert all(key.startswith("RAGWATCH_") for key in config["data"])
+    assert config["data"]["RAGWATCH_WORKER_PORT"] == "9465"
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    assert env["RAGWATCH_REDIS_URL"]["name"] == secret["metadata"]["name"]
+    assert not {"CronJob", "ScaledObject", "ServiceMonitor", "PrometheusRule"} & {d["kind"] for d in docs}
+
+
+def test_helm_all_features() -> None:
+    helm = require_helm()
+    docs = {d["kind"]: d for d in render(helm, "-f", str(ALL_FEATURES))}
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert {e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"]} == {"kb-qa-ragwatch"}
+    assert "replicas" not in docs["Deployment"]["spec"]  # KEDA owns the replica count
+    trigger = docs["ScaledObject"]["spec"]["triggers"][0]
+    assert trigger["type"] == "redis-streams"
+    assert trigger["metadata"]["stream"] == "ragwatch:{kb-qa}:samples"
+    assert trigger["metadata"]["consumerGroup"] == "ragwatch-scorers"
+    assert docs["ScaledObject"]["spec"]["scaleTargetRef"]["name"] == docs["Deployment"]["metadata"]["name"]
+    assert docs["ScaledObject"]["apiVersion"] == "keda.sh/v1alpha1"
+    assert docs["TriggerAuthentication"]["spec"]["secretTargetRef"][0]["parameter"] == "password"
+    assert docs["PrometheusRule"]["apiVersion"] == "monitoring.coreos.com/v1"
+    assert docs["PrometheusRule"]["spec"]["groups"] == rule_groups()
+    assert docs["ServiceMonitor"]["spec"]["endpoints"][0]["port"] == "http-metrics"
+    job = docs["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert job["containers"][0]["args"][:3] == ["replay", "--url", "http://kb-qa.rag:8000/ask"]
+    assert job["restartPolicy"] == "Never"
+
+
+def test_helm_prometheus_rule_passes_promtool(tmp_path: Path) -> None:
+    helm = require_helm()
+    docs = {d["kind"]: d for d in render(helm, "-f", str(ALL_FEATURES))}
+    path = tmp_path / "helm.rules.yml"
+    path.write_text(yaml.safe_dump(docs["PrometheusRule"]["spec"]))
+    out = promtool("check", "rules", str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not unknown_names([r["expr"] for g in docs["PrometheusRule"]["spec"]["groups"] for r in g["rules"]])
+
+
+def test_helm_schema_rejects_bad_values() -> None:
+    helm = require_helm()
+    out = subprocess.run(
+        [helm, "template", "rw", str(CHART), "--set", "serviceName=bad/name"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0 and "serviceName" in out.stderr
+    out = subprocess.run(
+        [helm, "template", "rw", str(CHART), "--set", "redis.url="],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
