@@ -181,6 +181,56 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_OK if run(options).passed else EXIT_UNHEALTHY
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    result = run_demo(
+        requests=args.requests,
+        seed=args.seed,
+        hallucination_rate=args.hallucination_rate,
+        quick=args.quick,
+        redis_url=args.redis_url,
+        serve=args.serve,
+        port=args.port,
+        host=args.host,
+        progress=False if args.no_progress else None,
+    )
+    return EXIT_OK if result.entered_degraded and result.left_degraded else EXIT_UNHEALTHY
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import build_report, default_thresholds, load_records_jsonl, load_state, save_state
+
+    settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
+    if args.jsonl:
+        try:
+            records = load_records_jsonl(args.jsonl)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--jsonl: {exc}") from None
+    else:
+        import orjson
+
+        from .queue import open_queue
+
+        queue = open_queue(settings.redis_url, settings.service)
+        try:
+            records = [orjson.loads(raw) for raw in queue.recent_scores(args.count)]
+        finally:
+            queue.close()
+    previous = None if args.no_state else load_state(args.state)
+    report = build_report(records, default_thresholds(settings), previous, worst=args.worst)
+    text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.format == "json" else report.markdown()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    else:
+        print(text)
+    if not args.no_state and records:
+        save_state(args.state, report)
+    return EXIT_OK
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
     parser.add_argument("--service", help="service name (default: $RAGWATCH_SERVICE)")
@@ -248,6 +298,29 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--output", help="write the summary to this file instead of stdout")
     replay.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     replay.set_defaults(func=_replay)
+
+    demo = commands.add_parser("demo", help="watch a bundled RAG service go bad and recover (no setup needed)")
+    demo.add_argument("--requests", type=int, help="planned requests, split in 3 phases (default 240; 90 --quick)")
+    demo.add_argument("--seed", type=int, default=7, help="seed of questions, faults and hallucinations")
+    demo.add_argument("--hallucination-rate", type=float, default=0.2, help="share of answers the LLM falsifies")
+    demo.add_argument("--quick", action="store_true", help="shortened run (a few seconds; for tests)")
+    demo.add_argument("--redis-url", help="queue URL (default: $RAGWATCH_REDIS_URL, else in-process)")
+    demo.add_argument("--serve", action="store_true", help="also serve /ask and /metrics with uvicorn, and stay up")
+    demo.add_argument("--port", type=int, default=8000, help="port of --serve (default 8000)")
+    demo.add_argument("--host", default="127.0.0.1", help="address of --serve (default 127.0.0.1)")
+    demo.add_argument("--no-progress", action="store_true", help="plain lines even on a terminal")
+    demo.set_defaults(func=_demo)
+
+    report = commands.add_parser("report", help="Markdown (or JSON) health report from stored scores")
+    _common(report)
+    report.add_argument("--jsonl", help="read score records from this JSONL file instead of the queue")
+    report.add_argument("--count", type=int, default=1000, help="newest score records read from the queue")
+    report.add_argument("--state", default=".ragwatch-report.json", help="state file for the Δ column")
+    report.add_argument("--no-state", action="store_true", help="neither read nor write the state file")
+    report.add_argument("--worst", type=int, default=5, help="worst samples listed per metric")
+    report.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    report.add_argument("--output", help="write the report to this file instead of stdout")
+    report.set_defaults(func=_report)
 
     health = commands.add_parser("health", help="exit 0 when a worker sent a heartbeat recently, else 1")
     _common(health)

@@ -1,0 +1,145 @@
+"""The health report: exact table values, worst samples, diagnoses, JSON, state file and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ragwatch.report import METRICS, build_report, load_records_jsonl, load_state, save_state
+
+ROOT = Path(__file__).resolve().parent.parent
+THRESHOLDS = {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35, "context_precision_3": 0.65}
+
+
+def record(sid: str, diagnosis: str = "healthy", claims: list | None = None, **scores: float) -> dict:
+    return {
+        "sample_id": sid,
+        "service": "kb-qa",
+        "question": f"question {sid}",
+        "answer": f"answer {sid}",
+        "scores": scores,
+        "details": {"offline": {"claims": claims or [], "chunks": []}},
+        "diagnosis": diagnosis,
+        "created_at": 0.0,
+    }
+
+
+BAD_CLAIM = {
+    "text": "Reports above 800 yuan need approval.",
+    "verdict": "UNSUPPORTED",
+    "chunk_id": "exp-2",
+    "evidence": "Reports above 600 yuan need approval.",
+    "rule": "number_not_in_context",
+}
+GOOD_CLAIM = {"text": "Fine.", "verdict": "SUPPORTED", "chunk_id": "exp-1", "evidence": "Fine."}
+
+
+@pytest.fixture
+def records() -> list[dict]:
+    return [
+        record("a", faithfulness=1.0, context_precision_3=0.8, answer_relevance=0.9),
+        record("b", "hallucination", [GOOD_CLAIM, BAD_CLAIM], faithfulness=0.5, context_precision_3=0.7),
+        record("c", "noisy_retrieval", faithfulness=0.6, context_precision_3=0.3, answer_relevance=0.8),
+        record("d", faithfulness=float("nan"), context_precision_3=0.6),
+    ]
+
+
+def row(report, metric: str):
+    return next(r for r in report.rows if r.metric == metric)
+
+
+def test_table_values(records: list[dict]) -> None:
+    report = build_report(records, THRESHOLDS, {"generated_at": 1.0, "means": {"faithfulness": 0.8}})
+    f = row(report, "faithfulness")  # NaN counts as missing, not as a low score
+    assert f.samples == 3
+    assert f.mean == pytest.approx(0.7)
+    assert f.std == pytest.approx(math.sqrt(((0.3) ** 2 + 0.2**2 + 0.1**2) / 3))
+    assert f.delta == pytest.approx(-0.1)
+    assert f.status == "warn"  # 0.70 is within 0.05 under 0.75
+    cp = row(report, "context_precision_3")
+    assert cp.mean == pytest.approx(0.6) and cp.status == "warn" and cp.delta is None
+    ar = row(report, "answer_relevance")
+    assert ar.mean == pytest.approx(0.85) and ar.status == "ok" and ar.std == pytest.approx(0.05)
+    cr = row(report, "context_relevance")
+    assert cr.samples == 0 and cr.mean is None and cr.status == "no data"
+    low = build_report([record("x", faithfulness=0.5)], THRESHOLDS)
+    assert row(low, "faithfulness").status == "fail"
+    md = report.markdown()
+    assert "| faithfulness | 3 | 0.700 | 0.216 | -0.100 | ≥ 0.750 | ⚠️ |" in md
+    assert "| answer_relevance | 2 | 0.850 | 0.050 | – | ≥ 0.850 | ✅ |" in md
+
+
+def test_worst_samples_are_ordered_and_carry_unsupported_claims(records: list[dict]) -> None:
+    report = build_report(records, THRESHOLDS, worst=5)
+    worst = report.worst["faithfulness"]
+    assert [w.sample_id for w in worst] == ["b", "c"]  # under 0.75, lowest first; a is above, d is NaN
+    assert worst[0].unsupported == [
+        {
+            "text": BAD_CLAIM["text"],
+            "chunk_id": "exp-2",
+            "evidence": BAD_CLAIM["evidence"],
+            "rule": "number_not_in_context",
+        }
+    ]
+    assert [w.sample_id for w in report.worst["context_precision_3"]] == ["c", "d"]
+    assert [w.sample_id for w in build_report(records, THRESHOLDS, worst=1).worst["faithfulness"]] == ["b"]
+    md = report.markdown()
+    assert "`exp-2`" in md and "Reports above 800 yuan" in md and md.index("`b`") < md.index("`c`")
+
+
+def test_diagnosis_counts_and_advice(records: list[dict]) -> None:
+    report = build_report(records, THRESHOLDS)
+    assert report.diagnoses["healthy"] == 2
+    assert report.diagnoses["hallucination"] == 1 and report.diagnoses["noisy_retrieval"] == 1
+    assert report.diagnoses["retrieval_miss"] == 0
+    # ties are broken in pipeline order: retrieval before the LLM
+    assert report.look_first() == "noisy_retrieval"
+    assert "reranker" in report.markdown()
+    assert build_report([record("a", faithfulness=1.0)], THRESHOLDS).look_first() is None
+
+
+def test_json_form(records: list[dict]) -> None:
+    data = json.loads(json.dumps(build_report(records, THRESHOLDS).to_dict()))
+    assert data["samples"] == 4 and data["services"] == ["kb-qa"]
+    assert [m["metric"] for m in data["metrics"]] == list(METRICS)
+    assert data["worst"]["faithfulness"][0]["sample_id"] == "b"
+    assert {d["diagnosis"]: d["count"] for d in data["diagnoses"]}["hallucination"] == 1
+    assert data["look_first"] == "noisy_retrieval"
+
+
+def test_state_round_trip(tmp_path: Path, records: list[dict]) -> None:
+    path = tmp_path / "state.json"
+    assert load_state(path) is None
+    first = build_report(records, THRESHOLDS, now=100.0)
+    save_state(path, first)
+    state = load_state(path)
+    assert state is not None and state["means"]["faithfulness"] == pytest.approx(0.7)
+    second = build_report([record("z", faithfulness=0.9)], THRESHOLDS, state)
+    assert row(second, "faithfulness").delta == pytest.approx(0.2)
+    assert second.previous_at == 100.0
+    path.write_text("{not json")
+    assert load_state(path) is None
+
+
+def test_cli_report_jsonl(tmp_path: Path, records: list[dict]) -> None:
+    jsonl = tmp_path / "scores.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    assert len(load_records_jsonl(jsonl)) == 4
+    state = tmp_path / "s.json"
+    cmd = [sys.executable, "-m", "ragwatch", "report", "--jsonl", str(jsonl), "--state", str(state)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "# ragwatch health report" in out.stdout and state.exists()
+    out = subprocess.run([*cmd, "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["metrics"][0]["delta"] == pytest.approx(0.0)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    out = subprocess.run([*cmd[:5], str(bad), "--no-state"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "bad.jsonl:1" in out.stderr
