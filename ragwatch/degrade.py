@@ -32,6 +32,9 @@ class Policy:
 
     metric: str = "context_precision_3"
     threshold: float = 0.65
+    #: "min": the window must stay at or above the threshold (quality scores); "max": at or below it
+    #: (a rate of bad outcomes, say the share of hallucinated answers).
+    direction: str = "min"
     window_seconds: float = 900.0
     window_samples: int = 200
     min_samples: int = 20
@@ -40,10 +43,12 @@ class Policy:
     min_dwell_seconds: float = 300.0
 
     def __post_init__(self) -> None:
+        if self.direction not in ("min", "max"):
+            raise ConfigError(f"degraded-mode direction must be 'min' or 'max', got {self.direction!r}")
         if not 0 <= self.threshold <= 1:
             raise ConfigError(f"degraded-mode threshold must be within 0..1, got {self.threshold}")
-        if not 0 <= self.margin <= 1 - self.threshold:
-            raise ConfigError(f"degraded-mode margin must keep threshold + margin ≤ 1, got {self.margin}")
+        if not 0 <= self.recover_at <= 1 or self.margin < 0:
+            raise ConfigError(f"degraded-mode margin must keep the recovery line within 0..1, got {self.margin}")
         if self.window_seconds <= 0 or self.hold_seconds < 0 or self.min_dwell_seconds < 0:
             raise ConfigError("degraded-mode window must be > 0 s; hold and dwell ≥ 0 s")
         if not 1 <= self.min_samples <= self.window_samples:
@@ -51,6 +56,17 @@ class Policy:
                 f"degraded-mode min_samples ({self.min_samples}) must be within 1..window_samples "
                 f"({self.window_samples})"
             )
+
+    @property
+    def recover_at(self) -> float:
+        """The value that closes: the threshold moved by the margin towards the good side."""
+        return self.threshold + self.margin if self.direction == "min" else self.threshold - self.margin
+
+    def breaches(self, value: float) -> bool:
+        return value < self.threshold if self.direction == "min" else value > self.threshold
+
+    def recovered(self, value: float) -> bool:
+        return value >= self.recover_at if self.direction == "min" else value <= self.recover_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,19 +139,20 @@ def step(policy: Policy, state: ModeState, value: float | None, samples: int, no
     dwelled = now - state.since >= policy.min_dwell_seconds
     enough = value is not None and samples >= policy.min_samples
     if not state.degraded:
-        if enough and value < policy.threshold and dwelled:  # type: ignore[operator]
+        if enough and policy.breaches(value) and dwelled:  # type: ignore[arg-type]
             return replace(
                 state,
                 degraded=True,
                 since=now,
-                reason=f"{policy.metric} {value:.3f} < {policy.threshold} over {samples} samples",
+                reason=f"{policy.metric} {value:.3f} {'<' if policy.direction == 'min' else '>'} "
+                f"{policy.threshold} over {samples} samples",
                 value=value,
                 samples=samples,
                 recovering_since=None,
                 version=state.version + 1,
             )
         return state
-    recovered = enough and value >= policy.threshold + policy.margin  # type: ignore[operator]
+    recovered = enough and policy.recovered(value)  # type: ignore[arg-type]
     if not recovered:
         if state.recovering_since is not None:  # the recovery did not hold: start over
             return replace(state, recovering_since=None, version=state.version + 1)
@@ -147,7 +164,7 @@ def step(policy: Policy, state: ModeState, value: float | None, samples: int, no
             state,
             degraded=False,
             since=now,
-            reason=f"{policy.metric} {value:.3f} ≥ {policy.threshold + policy.margin:.2f} "
+            reason=f"{policy.metric} {value:.3f} {'≥' if policy.direction == 'min' else '≤'} {policy.recover_at:.2f} "
             f"for {now - state.recovering_since:.0f} s",
             value=value,
             samples=samples,

@@ -12,7 +12,7 @@ import itertools
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
@@ -174,6 +174,9 @@ class Settings(BaseSettings):
     # -- quality windows, SLA and degraded mode -------------------------------------------------------------
     sla_metric: str = Field(default="context_precision_3", description="The score whose window degrades the service.")
     sla_threshold: float = Field(default=0.65, ge=0, le=1, description="Degraded when the window mean is under this.")
+    sla_direction: Literal["min", "max"] = Field(
+        default="min", description="min: degraded when the window falls under the threshold; max: when above."
+    )
     sla_window_seconds: float = Field(default=900.0, gt=0, description="Window length in seconds.")
     sla_window_samples: int = Field(default=200, ge=1, description="At most this many newest scores in the window.")
     sla_min_samples: int = Field(default=20, ge=1, description="No decision with fewer scores in the window.")
@@ -251,6 +254,7 @@ class Settings(BaseSettings):
         return Policy(
             metric=self.sla_metric,
             threshold=self.sla_threshold,
+            direction=self.sla_direction,
             window_seconds=self.sla_window_seconds,
             window_samples=self.sla_window_samples,
             min_samples=self.sla_min_samples,

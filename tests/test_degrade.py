@@ -71,6 +71,19 @@ def test_not_enough_samples_never_decides() -> None:
     assert transitions == []
 
 
+def test_max_direction_mirrors_min() -> None:
+    """A 'max' SLA on a bad-outcome rate behaves like the 'min' SLA on its complement."""
+    low = Policy(**{**_fields(POLICY), "threshold": 0.35, "direction": "max"})
+    scores = [0.9] * 50 + [0.2] * 400 + [0.95] * 400
+    mirrored = run_stream([1 - s for s in scores], low)
+    assert [(i, s.degraded) for i, s in mirrored] == [(i, s.degraded) for i, s in run_stream(scores)]
+    assert "> 0.35" in mirrored[0][1].reason
+
+
+def _fields(policy: Policy) -> dict:
+    return {f: getattr(policy, f) for f in policy.__dataclass_fields__}
+
+
 def test_override_wins() -> None:
     state = ModeState(degraded=False)
     assert effective(state) is False
