@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from prometheus_client import REGISTRY
@@ -178,7 +180,11 @@ def _replay(args: argparse.Namespace) -> int:
         output=args.output,
         progress=False if args.no_progress else None,
     )
-    return EXIT_OK if run(options).passed else EXIT_UNHEALTHY
+    stop = threading.Event()
+    if options.every:  # a long-running prober stops between runs on SIGTERM/SIGINT (k8s, Ctrl-C)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    return EXIT_OK if run(options, stop=stop).passed else EXIT_UNHEALTHY
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -4,6 +4,8 @@ real /metrics scrapes — no mocked HTTP."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -402,3 +404,43 @@ def test_progress_bar_path_runs(app: RagApp, tmp_path: Path, capsys: pytest.Capt
     [s] = run(opts).runs
     assert s.ok == 4
     assert "ragwatch replay" in capsys.readouterr().out
+
+
+def test_scheduled_prober_stops_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text('{"question": "q", "relevant_ids": ["a"]}\n')
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ragwatch",
+            "replay",
+            "--url",
+            f"http://127.0.0.1:{free_port()}/ask",
+            "--golden",
+            str(golden),
+            "--every",
+            "0.2s",
+            "--timeout",
+            "0.2",
+            "--json",
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        time.sleep(1.5)
+        assert proc.poll() is None  # still probing on its schedule
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err  # stopped between runs, not killed by the signal
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
