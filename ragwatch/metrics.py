@@ -50,7 +50,6 @@ UNPRICED = "ragwatch_unpriced_calls"
 INTERNAL_ERRORS = "ragwatch_internal_errors"
 BUILD_INFO = "ragwatch_build_info"
 SAMPLING_DECISIONS = "ragwatch_sampling_decisions"
-SAMPLES_ENQUEUED = "ragwatch_samples_enqueued"
 SAMPLES_SENT = "ragwatch_samples_sent"
 SAMPLES_DROPPED = "ragwatch_samples_dropped"
 SAMPLE_BUFFER = "ragwatch_sample_buffer"
@@ -91,7 +90,6 @@ METRIC_NAMES: frozenset[str] = frozenset(
         INTERNAL_ERRORS + "_total",
         BUILD_INFO,
         SAMPLING_DECISIONS + "_total",
-        SAMPLES_ENQUEUED + "_total",
         SAMPLES_SENT + "_total",
         SAMPLES_DROPPED + "_total",
         SAMPLE_BUFFER,
@@ -250,9 +248,6 @@ class ProducerMetrics:
             "Sampling decisions by outcome (sampled or skipped) and the rule that decided.",
             ["service", "decision", "reason"],
             registry=registry,
-        )
-        self.enqueued = Counter(
-            SAMPLES_ENQUEUED, "Sampled requests put in the in-process buffer.", ["service"], registry=registry
         )
         self.sent = Counter(SAMPLES_SENT, "Samples written to the queue.", ["service"], registry=registry)
         self.dropped = Counter(

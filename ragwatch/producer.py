@@ -60,7 +60,6 @@ class Producer:
         self._max_backoff = max_backoff
         self._close_timeout = close_timeout
         service = queue.service
-        self._m_enqueued = metrics.enqueued.labels(service) if metrics else None
         self._m_sent = metrics.sent.labels(service) if metrics else None
         self._m_full = metrics.dropped.labels(service, "buffer_full") if metrics else None
         self._m_encode = metrics.dropped.labels(service, "encode_error") if metrics else None
@@ -91,9 +90,7 @@ class Producer:
         buffer = self._buffer
         if len(buffer) >= self._size and self._m_full is not None:
             self._m_full.inc()  # the deque drops its oldest entry on this append
-        buffer.append((run, reason))
-        if self._m_enqueued is not None:
-            self._m_enqueued.inc()
+        buffer.append((run, reason))  # counted once, as ragwatch_sampling_decisions_total{decision="sampled"}
         if self._thread is None:
             self._start()
         if len(buffer) >= self._batch and not self._wake.is_set():
