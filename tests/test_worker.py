@@ -83,7 +83,7 @@ def test_round_trip_exactly_once(url: str, registry: CollectorRegistry) -> None:
     records = [orjson.loads(r) for r in queue.recent_scores(100)]
     assert len(records) == 60
     assert {r["question"] for r in records} == {f"question {i}: hotel limit?" for i in range(60)}
-    assert records[0]["judges"] == [{"name": "trivial", "version": "1"}]
+    assert records[0]["judges"] == [{"name": "trivial", "version": "2"}]
     assert records[0]["chunk_ids"] == ["exp-1", "exp-2"]
     assert metric(registry, "ragwatch_worker_entries_total", service="kb", outcome="scored") == 60
     assert metric(registry, "ragwatch_samples_sent_total", service="kb") == 60
