@@ -127,9 +127,15 @@ def build_sample(
     reason: str = "rate",
     limits: Limits = Limits(),
     redact: Callable[[str], str] = str,
+    redact_chunk: Callable[[str], str] | None = None,
     keep_text: bool = True,
 ) -> Sample:
-    """Turn a finished run into a bounded, redacted sample. May raise on unreadable chunks."""
+    """Turn a finished run into a bounded, redacted sample. May raise on unreadable chunks.
+
+    ``redact_chunk`` (default ``redact``) is applied to chunk texts: the same knowledge-base chunks come
+    back request after request, so callers pass a memoised redactor there.
+    """
+    redact_chunk = redact_chunk or redact
     truncated = False
     chunks: list[SampleChunk] = []
     all_chunks = run.chunks if run.retrieved is not None else []
@@ -138,7 +144,7 @@ def build_sample(
     for chunk in all_chunks[: limits.max_chunks]:
         text, cut = _cut(chunk.text, limits.max_chunk_chars)
         truncated |= cut
-        text = redact(text) if text is not None else None
+        text = redact_chunk(text) if text is not None else None
         chunks.append(
             SampleChunk(
                 id=chunk.id,

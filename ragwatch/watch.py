@@ -7,6 +7,7 @@ work lives in :mod:`ragwatch.stages`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -179,11 +180,18 @@ class RagWatch:
             max_per_second=s.sample_max_per_second,
         )
         redactor = Redactor(s.redact, custom=redact_with)
+        # Popular chunks are retrieved again and again; redacting each distinct text once saves most of the
+        # flusher's time (redaction, like any user redact_with function, must be deterministic).
+        redact_chunk = functools.lru_cache(maxsize=4096)(redactor)
         limits = Limits(s.max_chunks, s.max_chunk_chars, s.max_answer_chars, s.max_question_chars)
         keep_text = s.store_text
 
         def build(run: Run, reason: str) -> bytes:
-            return encode_sample(build_sample(run, reason=reason, limits=limits, redact=redactor, keep_text=keep_text))
+            return encode_sample(
+                build_sample(
+                    run, reason=reason, limits=limits, redact=redactor, redact_chunk=redact_chunk, keep_text=keep_text
+                )
+            )
 
         metrics = families(ProducerMetrics, registry) if s.metrics else None
         self.producer = producer = Producer(
