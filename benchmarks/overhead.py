@@ -23,7 +23,8 @@ Variants:
 ``ragwatch (tracing+metrics)``
     ``RagWatch(service="bench", registry=<fresh>, tracer_provider=<same kind as the baseline>)``.
 ``ragwatch (metrics only)``
-    The same with ``tracing=False``.
+    The same with ``tracing=False``. Both run with ``sampling=False, degraded_mode=False``: this measures
+    the capture layer; the sampling path has its own benchmark (``sampling_queue.py``).
 ``bare otel span x1``
     One empty ``start_as_current_span``, for orientation.
 ``prom by hand (metrics only)``
@@ -362,6 +363,10 @@ def ragwatch_variant(tracing: bool) -> Variant:
         tracer_provider=provider,
         tracing=tracing,
         metrics=True,
+        # The capture layer alone, as in the hand-written baseline: the sampling listener (measured by
+        # sampling_queue.py) and the degraded-mode watcher are switched off.
+        sampling=False,
+        degraded_mode=False,
     )
     retrieve_watched = rw.retriever(retrieve)
     generate_watched = rw.llm(model=REQUESTED_MODEL)(generate)
