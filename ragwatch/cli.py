@@ -181,10 +181,16 @@ def _replay(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
     )
     stop = threading.Event()
-    if options.every:  # a long-running prober stops between runs on SIGTERM/SIGINT (k8s, Ctrl-C)
+    previous = {}
+    if options.every and threading.current_thread() is threading.main_thread():
+        # a long-running prober stops between runs on SIGTERM/SIGINT (k8s, Ctrl-C)
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    return EXIT_OK if run(options, stop=stop).passed else EXIT_UNHEALTHY
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        return EXIT_OK if run(options, stop=stop).passed else EXIT_UNHEALTHY
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _demo(args: argparse.Namespace) -> int:
