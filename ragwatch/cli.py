@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client import REGISTRY
 
@@ -53,7 +54,10 @@ def _worker(args: argparse.Namespace) -> int:
     )
     judges = make_judges(args.judge or settings.judges, settings)
     queue = open_queue(
-        settings.redis_url, settings.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
+        _shared_queue_url(settings, "worker"),
+        settings.service,
+        maxlen=settings.queue_maxlen,
+        scores_maxlen=settings.scores_maxlen,
     )
     metrics = families(WorkerMetrics, REGISTRY, settings.latency_buckets)
     worker = Worker(
@@ -95,11 +99,21 @@ def _worker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _shared_queue_url(settings: Any, command: str) -> str:
+    """The commands that talk to other processes need a shared queue: the memory backend is per process."""
+    if not settings.redis_url or settings.redis_url.startswith("memory:"):
+        raise ConfigError(
+            f"ragwatch {command} needs a shared queue: set RAGWATCH_REDIS_URL or pass --redis-url "
+            "(memory:// lives inside one process)"
+        )
+    return str(settings.redis_url)
+
+
 def _health(args: argparse.Namespace) -> int:
     from .queue import open_queue
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
-    queue = open_queue(settings.redis_url, settings.service)
+    queue = open_queue(_shared_queue_url(settings, "health"), settings.service)
     try:
         live = queue.live_workers(args.max_age)
         stats = queue.stats()
@@ -124,7 +138,7 @@ def _degrade(args: argparse.Namespace) -> int:
     from .queue import open_queue
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
-    queue = open_queue(settings.redis_url, settings.service)
+    queue = open_queue(_shared_queue_url(settings, "degrade"), settings.service)
     try:
         state = queue.read_mode() if args.mode == "status" else queue.set_override(args.mode)
     finally:

@@ -54,3 +54,10 @@ def test_eval_judge_is_reachable_from_the_cli(tmp_path: Path) -> None:
     bad.write_text('{"question": "q"}\nnot json\n')
     out = run("eval-judge", str(bad))
     assert out.returncode == 2 and "line" in out.stderr
+
+
+def test_cross_process_commands_refuse_the_in_process_backend() -> None:
+    for command in (["worker"], ["health"], ["degrade", "status"]):
+        out = run(*command, env={"RAGWATCH_REDIS_URL": ""})
+        assert out.returncode == 2, command
+        assert "RAGWATCH_REDIS_URL" in out.stderr
