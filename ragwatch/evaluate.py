@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .retrieval_metrics import average_precision_from_labels
 from .sample import Sample, SampleChunk
 
 __all__ = [
     "EvalInputError",
-    "average_precision",
     "detect_kind",
     "evaluate_faithfulness",
     "evaluate_relevance",
@@ -41,7 +41,6 @@ __all__ = [
     "main",
     "neutral_order_key",
     "precision_recall_f1",
-    "reciprocal_rank",
     "roc_auc",
     "row_to_sample",
 ]
@@ -97,25 +96,6 @@ def precision_recall_f1(labels: Sequence[bool], predictions: Sequence[bool]) -> 
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return precision, recall, f1
-
-
-def average_precision(ranked_labels: Sequence[bool]) -> float:
-    """AP of one ranked list: mean of precision@i over the ranks i that hold a relevant item (0 if none)."""
-    hits = 0
-    total = 0.0
-    for i, rel in enumerate(ranked_labels, start=1):
-        if rel:
-            hits += 1
-            total += hits / i
-    return total / hits if hits else 0.0
-
-
-def reciprocal_rank(ranked_labels: Sequence[bool]) -> float:
-    """1 / rank of the first relevant item (0 if none)."""
-    for i, rel in enumerate(ranked_labels, start=1):
-        if rel:
-            return 1.0 / i
-    return 0.0
 
 
 # -------------------------------------------------------------------------------------------- input
@@ -275,8 +255,8 @@ def _ranking_summary(questions: list[tuple[list[bool], list[float]]]) -> dict[st
         all_labels.extend(labels)
         all_scores.extend(scores)
         if any(labels):
-            aps.append(average_precision(labels))
-            rrs.append(reciprocal_rank(labels))
+            aps.append(average_precision_from_labels(labels))
+            rrs.append(next((1.0 / i for i, hit in enumerate(labels, start=1) if hit), 0.0))
     auc = roc_auc(all_labels, all_scores)
     return {
         "n_questions": len(aps),

@@ -13,12 +13,10 @@ import pytest
 
 from ragwatch.evaluate import (
     EvalInputError,
-    average_precision,
     detect_kind,
     load_rows,
     main,
     precision_recall_f1,
-    reciprocal_rank,
     render_plain,
     roc_auc,
     row_to_sample,
@@ -55,13 +53,6 @@ def test_precision_recall_f1() -> None:
     assert (p, r) == (1.0, pytest.approx(2 / 3))
     assert f == pytest.approx(0.8)
     assert precision_recall_f1([True, False], [False, False]) == (0.0, 0.0, 0.0)
-
-
-def test_ranking_metrics() -> None:
-    assert average_precision([True, False, True]) == pytest.approx((1 + 2 / 3) / 2)
-    assert average_precision([False, False]) == 0.0
-    assert reciprocal_rank([False, True, True]) == 0.5
-    assert reciprocal_rank([False]) == 0.0
 
 
 # ------------------------------------------------------------------------------------------- input
