@@ -49,7 +49,7 @@ CONFIG_FILE_ENV = "RAGWATCH_CONFIG_FILE"
 
 #: Judges a worker can run (built by ``ragwatch.judges.make_judges``; named here so validating settings
 #: does not load the judges into a service process).
-JUDGE_NAMES = ("offline", "llm", "cascade", "trivial")
+JUDGE_NAMES = ("offline", "llm", "cascade", "trivial", "embedding")
 
 
 class PriceSetting(BaseModel):
@@ -156,7 +156,7 @@ class Settings(BaseSettings):
     worker_addr: str = Field(default="0.0.0.0", description="Address of the worker's HTTP server.")
     # -- judges ------------------------------------------------------------------------------------------
     judges: tuple[str, ...] = Field(
-        default=("offline",), description="Judges a worker runs: offline, llm, cascade, trivial."
+        default=("offline",), description="Judges a worker runs: offline, llm, cascade, embedding, trivial."
     )
     judge_base_url: str | None = Field(
         default=None, description="OpenAI-compatible endpoint of the LLM judge, e.g. https://api.openai.com/v1."
@@ -165,6 +165,10 @@ class Settings(BaseSettings):
     judge_timeout: float = Field(default=30.0, gt=0, description="Seconds per LLM judge request.")
     judge_max_retries: int = Field(default=3, ge=0, description="Retries on 429, 5xx and timeouts.")
     judge_concurrency: int = Field(default=8, ge=1, description="LLM judge requests in flight per worker.")
+    embedding_model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="Sentence-transformers model (name or local directory) of the embedding judge.",
+    )
     cascade_band: tuple[float, float] = Field(
         default=(0.3, 0.8), description="Offline faithfulness in this band escalates to the LLM judge."
     )

@@ -34,6 +34,10 @@ def _make(name: str, settings: Settings | None) -> Judge:
         from .offline import OfflineJudge
 
         return OfflineJudge()
+    if name == "embedding":
+        from .embedding import EmbeddingJudge
+
+        return EmbeddingJudge(settings.embedding_model if settings is not None else None)
     if name == "llm":
         return _llm(settings)
     if name == "cascade":

