@@ -42,7 +42,7 @@ from .base import (
     context_precision,
     context_precision_ranked,
 )
-from .offline import SUPPORTED, UNSUPPORTED, ClaimAnalysis, OfflineJudge
+from .offline import SUPPORTED, UNSUPPORTED, ClaimAnalysis, OfflineJudge, faithfulness
 
 __all__ = ["DEFAULT_MODEL", "EmbeddingJudge", "resolve_model_path"]
 
@@ -184,17 +184,7 @@ class EmbeddingJudge:
         details: dict[str, Any] = {}
         used: set[str] = set()
         if answer is not None and answer.strip():
-            verifiable = [a for a in analyses if not a.unverifiable]
-            supported = sum(1 for a in verifiable if a.verdict == SUPPORTED)
-            if verifiable:
-                scores[FAITHFULNESS] = supported / len(verifiable)
-                details["faithfulness_basis"] = f"{supported} of {len(verifiable)} verifiable claims supported"
-            else:
-                scores[FAITHFULNESS] = 1.0
-                details["faithfulness_basis"] = (
-                    "no verifiable claim: the answer asserts nothing checkable (refusal or meta statements only)"
-                )
-            used = {a.chunk_id for a in verifiable if a.verdict == SUPPORTED and a.chunk_id}
+            scores[FAITHFULNESS], details["faithfulness_basis"], used = faithfulness(analyses)
             details["claims"] = [a.as_detail() for a in analyses]
             scores[ANSWER_RELEVANCE] = self._answer_relevance(question, answer, analyses, emb[0], claim_emb)
         elif answer is not None:

@@ -771,6 +771,20 @@ def relevance_features(
 # ---------------------------------------------------------------------------------------------- judge
 
 
+def faithfulness(analyses: Sequence[ClaimAnalysis]) -> tuple[float, str, set[str]]:
+    """supported / (claims − unverifiable), its explanation, and the chunks the supported claims came from.
+
+    1.0 when nothing verifiable was said (a refusal, meta statements): nothing was invented. Shared by every
+    judge built on these claim analyses, so the definition cannot drift between them.
+    """
+    verifiable = [a for a in analyses if not a.unverifiable]
+    used = {a.chunk_id for a in verifiable if a.verdict == SUPPORTED and a.chunk_id}
+    if not verifiable:
+        return 1.0, "no verifiable claim: the answer asserts nothing checkable (refusal or meta statements only)", used
+    supported = sum(1 for a in verifiable if a.verdict == SUPPORTED)
+    return supported / len(verifiable), f"{supported} of {len(verifiable)} verifiable claims supported", used
+
+
 class OfflineJudge:
     """Faithfulness, chunk relevance, Context Precision@K and answer relevance, offline.
 
@@ -846,17 +860,7 @@ class OfflineJudge:
         answer = sample.answer
         if answer is not None and answer.strip():
             analyses = self._analyse(sample, ctx)
-            verifiable = [a for a in analyses if not a.unverifiable]
-            supported = sum(1 for a in verifiable if a.verdict == SUPPORTED)
-            if verifiable:
-                scores[FAITHFULNESS] = supported / len(verifiable)
-                details["faithfulness_basis"] = f"{supported} of {len(verifiable)} verifiable claims supported"
-            else:
-                scores[FAITHFULNESS] = 1.0
-                details["faithfulness_basis"] = (
-                    "no verifiable claim: the answer asserts nothing checkable (refusal or meta statements only)"
-                )
-            used = {a.chunk_id for a in verifiable if a.verdict == SUPPORTED and a.chunk_id}
+            scores[FAITHFULNESS], details["faithfulness_basis"], used = faithfulness(analyses)
             details["claims"] = [a.as_detail() for a in analyses]
             scores[ANSWER_RELEVANCE] = self._answer_relevance(question, answer, analyses)
         elif answer is not None:
