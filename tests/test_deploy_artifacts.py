@@ -243,6 +243,21 @@ def test_dashboard_validates_against_the_pinned_schema() -> None:
         jsonschema.Draft202012Validator(schema).validate(broken)
 
 
+def test_dashboard_validates_against_grafanas_own_schema() -> None:
+    """grafana/schema/dashboard.schema.json is generated from @grafana/schema's TypeScript types
+    (scripts/gen_grafana_schema.sh); the subset schema above adds what ragwatch itself requires."""
+    jsonschema = require_module("jsonschema")
+    schema = json.loads((GRAFANA / "schema" / "dashboard.schema.json").read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    dashboard = json.loads(DASHBOARD.read_text())
+    jsonschema.Draft7Validator(schema).validate(dashboard)
+    broken = json.loads(DASHBOARD.read_text())
+    broken["templating"]["list"][0]["current"] = {"selected": True}  # Grafana requires text and value
+    broken["panels"][0]["gridPos"]["h"] = "tall"
+    errors = list(jsonschema.Draft7Validator(schema).iter_errors(broken))
+    assert {e.json_path for e in errors} >= {"$.templating.list[0].current", "$.panels[0]"}  # panels: anyOf
+
+
 def test_dashboard_layout_and_content() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     ids = [p["id"] for p in dashboard["panels"]]
