@@ -31,18 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..retrieval_metrics import context_precision_mean
-from ..retrieval_metrics import context_precision_ranked as context_precision_rank_aware
 from ..sample import Sample
 from .base import (
-    ANSWER_RELEVANCE,
-    CONTEXT_RELEVANCE,
-    FAITHFULNESS,
     Verdict,
-    context_precision,
-    context_precision_ranked,
 )
-from .offline import SUPPORTED, UNSUPPORTED, ClaimAnalysis, OfflineJudge, faithfulness
+from .offline import SUPPORTED, UNSUPPORTED, ClaimAnalysis, OfflineJudge, build_verdict
 
 __all__ = ["DEFAULT_MODEL", "EmbeddingJudge", "resolve_model_path"]
 
@@ -176,27 +169,14 @@ class EmbeddingJudge:
             for a, row in zip(checkable, sims, strict=True):
                 best = int(row.argmax())
                 self._judge_claim(a, float(row[best]), sentences[best])
-        scores: dict[str, float] = {
-            CONTEXT_RELEVANCE: sum(rels) / len(rels) if rels else 0.0,
-            context_precision(self.k): context_precision_mean(rels, self.k),
-            context_precision_ranked(self.k): context_precision_rank_aware(rels, self.k),
-        }
-        details: dict[str, Any] = {}
-        used: set[str] = set()
-        if answer is not None and answer.strip():
-            scores[FAITHFULNESS], details["faithfulness_basis"], used = faithfulness(analyses)
-            details["claims"] = [a.as_detail() for a in analyses]
-            scores[ANSWER_RELEVANCE] = self._answer_relevance(question, answer, analyses, emb[0], claim_emb)
-        elif answer is not None:
-            details["claims"] = []
-            scores[ANSWER_RELEVANCE] = 0.0
-            details["faithfulness_basis"] = "empty answer: no faithfulness score"
-        else:
-            details["faithfulness_basis"] = "no answer in the sample: no faithfulness score"
-        details["chunks"] = [
-            {"id": c.id, "relevance": round(r, 4), "used": c.id in used} for c, r in zip(chunks, rels, strict=True)
-        ]
-        return Verdict(scores=scores, details=details)
+        return build_verdict(
+            self.k,
+            chunks,
+            rels,
+            answer,
+            analyses,
+            lambda: self._answer_relevance(question, answer or "", analyses, emb[0], claim_emb),
+        )
 
     def _judge_claim(self, a: ClaimAnalysis, cos: float, best: tuple[str, str]) -> None:
         """Re-decide one claim in place: similarity (or lexical support) and no hard rule → SUPPORTED."""

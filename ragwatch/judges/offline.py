@@ -45,7 +45,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -785,6 +785,39 @@ def faithfulness(analyses: Sequence[ClaimAnalysis]) -> tuple[float, str, set[str
     return supported / len(verifiable), f"{supported} of {len(verifiable)} verifiable claims supported", used
 
 
+def build_verdict(
+    k: int,
+    chunks: Sequence[SampleChunk],
+    rels: Sequence[float],
+    answer: str | None,
+    analyses: Sequence[ClaimAnalysis],
+    answer_relevance: Callable[[], float],
+) -> Verdict:
+    """Scores and details from per-chunk relevances and claim analyses; shared by the judges built on
+    these analyses so their records have one shape. No answer → no faithfulness; an empty one → 0 relevance."""
+    scores: dict[str, float] = {
+        CONTEXT_RELEVANCE: sum(rels) / len(rels) if rels else 0.0,
+        context_precision(k): context_precision_mean(rels, k),
+        context_precision_ranked(k): context_precision_rank_aware(rels, k),
+    }
+    details: dict[str, Any] = {}
+    used: set[str] = set()
+    if answer is not None and answer.strip():
+        scores[FAITHFULNESS], details["faithfulness_basis"], used = faithfulness(analyses)
+        details["claims"] = [a.as_detail() for a in analyses]
+        scores[ANSWER_RELEVANCE] = answer_relevance()
+    elif answer is not None:
+        details["claims"] = []
+        scores[ANSWER_RELEVANCE] = 0.0
+        details["faithfulness_basis"] = "empty answer: no faithfulness score"
+    else:
+        details["faithfulness_basis"] = "no answer in the sample: no faithfulness score"
+    details["chunks"] = [
+        {"id": c.id, "relevance": round(r, 4), "used": c.id in used} for c, r in zip(chunks, rels, strict=True)
+    ]
+    return Verdict(scores=scores, details=details)
+
+
 class OfflineJudge:
     """Faithfulness, chunk relevance, Context Precision@K and answer relevance, offline.
 
@@ -850,29 +883,11 @@ class OfflineJudge:
         chunks, text_analyses, ctx = self._prepare(sample)
         question = sample.question or ""
         rels = self.relevance(question, [c.text or "" for c in chunks], text_analyses) if chunks else []
-        scores: dict[str, float] = {
-            CONTEXT_RELEVANCE: sum(rels) / len(rels) if rels else 0.0,
-            context_precision(self.k): context_precision_mean(rels, self.k),
-            context_precision_ranked(self.k): context_precision_rank_aware(rels, self.k),
-        }
-        details: dict[str, Any] = {}
-        used: set[str] = set()
         answer = sample.answer
-        if answer is not None and answer.strip():
-            analyses = self._analyse(sample, ctx)
-            scores[FAITHFULNESS], details["faithfulness_basis"], used = faithfulness(analyses)
-            details["claims"] = [a.as_detail() for a in analyses]
-            scores[ANSWER_RELEVANCE] = self._answer_relevance(question, answer, analyses)
-        elif answer is not None:
-            details["claims"] = []
-            scores[ANSWER_RELEVANCE] = 0.0
-            details["faithfulness_basis"] = "empty answer: no faithfulness score"
-        else:
-            details["faithfulness_basis"] = "no answer in the sample: no faithfulness score"
-        details["chunks"] = [
-            {"id": c.id, "relevance": round(r, 4), "used": c.id in used} for c, r in zip(chunks, rels, strict=True)
-        ]
-        return Verdict(scores=scores, details=details)
+        analyses = self._analyse(sample, ctx) if answer is not None and answer.strip() else []
+        return build_verdict(
+            self.k, chunks, rels, answer, analyses, lambda: self._answer_relevance(question, answer or "", analyses)
+        )
 
     def _answer_relevance(self, question: str, answer: str, analyses: list[ClaimAnalysis]) -> float:
         """Does the answer address the question: question coverage, an answer-type cue, refusals low.
