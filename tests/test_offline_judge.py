@@ -21,17 +21,7 @@ from ragwatch.judges.offline import (
     is_unverifiable,
 )
 from ragwatch.sample import Sample, SampleChunk
-
-
-def make(question: str | None, answer: str | None, chunks: list[str]) -> Sample:
-    return Sample(
-        sample_id="s1",
-        service="test",
-        question=question,
-        answer=answer,
-        chunks=[SampleChunk(id=f"c{i + 1}", rank=i, text=text) for i, text in enumerate(chunks)],
-        created_at=0.0,
-    )
+from tests.conftest import judge_sample as make
 
 
 @pytest.fixture(scope="module")

@@ -50,22 +50,12 @@ import json
 import sys
 
 import uvicorn
-from opentelemetry.sdk.trace import TracerProvider
 
-import ragwatch
+from ragwatch.demo.run import demo_watch
 from ragwatch.demo.service import DemoService, build_app
 
 port, redis_url, name = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-rw = ragwatch.RagWatch(
-    name,
-    redis_url=redis_url,
-    sample_rate=1.0,
-    sample_max_per_second=10_000,
-    flush_interval=0.05,
-    degraded_refresh_seconds=0.2,
-    tracer_provider=TracerProvider(),
-    pricing={"demo-extractive": {"input": 0.0, "output": 0.0}},
-)
+rw = demo_watch(name, redis_url)
 service = DemoService(rw, hallucination_rate=0.2, seed=7)
 demo = build_app(service)
 

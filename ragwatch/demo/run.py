@@ -24,9 +24,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from ..watch import RagWatch
 
 __all__ = ["DemoResult", "demo_policy", "run_demo"]
 
@@ -73,6 +76,27 @@ def demo_policy(quick: bool = False) -> Any:
     )
 
 
+def demo_watch(service_name: str, queue_url: str, **settings: Any) -> RagWatch:
+    """The RagWatch of the demo service: every request sampled, quick flushes and mode refreshes, a
+    TracerProvider that exports nowhere (it gives each run a trace id to match scores by), and a zero price
+    for the demo's model (no "unpriced model" warning)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ..watch import RagWatch
+
+    return RagWatch(
+        service_name,
+        redis_url=queue_url,
+        sample_rate=1.0,
+        sample_max_per_second=10_000,
+        flush_interval=0.05,
+        degraded_refresh_seconds=0.2,
+        tracer_provider=TracerProvider(),
+        pricing={"demo-extractive": {"input": 0.0, "output": 0.0}},
+        **settings,
+    )
+
+
 def run_demo(
     *,
     requests: int | None = None,
@@ -93,10 +117,7 @@ def run_demo(
     in-process queue. ``serve`` also serves the app on ``host:port`` with uvicorn during the run and keeps it
     up afterwards until Ctrl-C.
     """
-    from opentelemetry.sdk.trace import TracerProvider
     from prometheus_client import REGISTRY
-
-    import ragwatch
 
     from ..diagnosis import Thresholds
     from ..judges.offline import OfflineJudge
@@ -127,17 +148,9 @@ def run_demo(
     started = time.monotonic()
     display = Display(progress)
 
-    rw = ragwatch.RagWatch(
+    rw = demo_watch(
         service_name,
-        redis_url=queue_url,
-        sample_rate=1.0,
-        sample_max_per_second=10_000,
-        flush_interval=0.05,
-        degraded_refresh_seconds=0.2,
-        tracer_provider=TracerProvider(),
-        pricing={
-            "demo-extractive": {"input": 0.0, "output": 0.0}
-        },  # no "unpriced model" warning  # spans go nowhere; they give each run a trace id to match scores by
+        queue_url,
         sla_window_samples=policy.window_samples,
         sla_min_samples=policy.min_samples,
         sla_hold_seconds=policy.hold_seconds,
