@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .guard import Guard
-from .run import _SUPPRESS
+from .run import _SUPPRESS, _suppress_used
 from .stages import Call
 from .streams import AsyncStream, SyncStream
 
@@ -25,7 +25,7 @@ Begin = Callable[[tuple, dict], Call]
 
 
 def _open(begin: Begin, args: tuple, kwargs: dict, guard: Guard, activate: bool) -> Call | None:
-    if _SUPPRESS.get():
+    if _suppress_used[0] and _SUPPRESS.get():
         return None
     try:
         call = begin(args, kwargs)

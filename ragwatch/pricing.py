@@ -112,11 +112,15 @@ class PricingTable:
 
     def cost(self, model: str, usage: Usage) -> float | None:
         """Return the USD cost of one call, or None for an unknown model (unknown is not free)."""
-        price = self.lookup(model)
+        price = self._cache.get(model, _MISSING)  # lookup()'s cache, read inline: this runs per LLM call
+        if price is _MISSING:
+            price = self.lookup(model)
         if price is None:
             return None
-        cached = max(0, usage.cached_input_tokens)
-        uncached = max(0, usage.input_tokens - cached)
+        cached = usage.cached_input_tokens
+        cached = cached if cached > 0 else 0
+        uncached = usage.input_tokens - cached
+        uncached = uncached if uncached > 0 else 0
         cached_rate = price.input if price.cached_input is None else price.cached_input
         return (uncached * price.input + cached * cached_rate + usage.output_tokens * price.output) / 1e6
 

@@ -25,6 +25,7 @@ __all__ = [
     "extract_model",
     "extract_text",
     "extract_usage",
+    "read_response",
 ]
 
 
@@ -114,6 +115,24 @@ def extract_usage(response: Any) -> Usage | None:
     estimated, instead of recording a free call.
     """
     return _parse_usage(_get(response, "usage"))
+
+
+def read_response(response: Any) -> tuple[str, Usage | None, str | None]:
+    """Text, usage and model of a complete response in one call (the request path's entry point).
+
+    A Chat Completions payload as a plain dict — what most OpenAI-compatible HTTP clients return — is read
+    directly; every other shape goes through the general extractors.
+    """
+    if type(response) is dict:
+        try:  # subscripts, not .get(): no method calls on the commonest path
+            content = response["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            content = None
+        if type(content) is str:
+            model = response["model"] if "model" in response else None  # noqa: SIM401 (no method call)
+            usage = _parse_usage(response["usage"]) if "usage" in response else None
+            return content, usage, model if type(model) is str and model else None
+    return extract_text(response), extract_usage(response), extract_model(response)
 
 
 def extract_model(response: Any) -> str | None:
@@ -305,14 +324,14 @@ def _count(value: Any) -> int | None:
 def _parse_usage(usage: Any) -> Usage | None:
     if usage is None:
         return None
-    if type(usage) is dict:  # the common JSON case, read without the generic accessor
-        prompt = usage.get("prompt_tokens")
-        completion = usage.get("completion_tokens")
+    if type(usage) is dict and "prompt_tokens" in usage and "completion_tokens" in usage:  # the common JSON case
+        prompt = usage["prompt_tokens"]
+        completion = usage["completion_tokens"]
         if type(prompt) is int and type(completion) is int and prompt >= 0 and completion >= 0:
-            details = usage.get("prompt_tokens_details")
+            details = usage["prompt_tokens_details"] if "prompt_tokens_details" in usage else None  # noqa: SIM401
             cached = details.get("cached_tokens") if type(details) is dict else None
             cached = cached if type(cached) is int and cached > 0 else 0
-            return Usage(prompt, completion, min(cached, prompt))
+            return Usage(prompt, completion, cached if cached < prompt else prompt)
 
     # OpenAI Chat Completions: prompt_tokens already include cached ones.
     prompt = _get(usage, "prompt_tokens")

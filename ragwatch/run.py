@@ -22,6 +22,8 @@ __all__ = ["Run", "current_run", "force_sample", "suppress", "suppressed"]
 
 _RUN: ContextVar[Run | None] = ContextVar("ragwatch_run", default=None)
 _SUPPRESS: ContextVar[bool] = ContextVar("ragwatch_suppress", default=False)
+#: False until suppress() is first used, so wrappers skip reading _SUPPRESS in processes that never do.
+_suppress_used = [False]
 
 
 class Run:
@@ -99,6 +101,7 @@ def force_sample(reason: str = "forced") -> None:
 @contextlib.contextmanager
 def suppress() -> Iterator[None]:
     """Switch capture off inside the block, e.g. for ragwatch's own calls to an LLM judge."""
+    _suppress_used[0] = True
     token = _SUPPRESS.set(True)
     try:
         yield

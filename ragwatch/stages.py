@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import semconv as sc
 from .chunks import Chunk, normalize_chunks
-from .responses import StreamAccumulator, Usage, estimate_tokens, extract_model, extract_text, extract_usage
+from .responses import StreamAccumulator, Usage, estimate_tokens, read_response
 from .run import _RUN, Run
 
 if TYPE_CHECKING:
@@ -57,23 +57,17 @@ def _outcome(exc: BaseException | None) -> str:
 
 
 class Call:
-    """Shared life cycle: start a span and a timer, optionally make them current, finish exactly once."""
+    """Shared life cycle: start a span and a timer, optionally make them current, finish exactly once.
+
+    Subclasses set the shared fields in their own ``__init__`` (rw, run, span, _ctx_token, _ended, active,
+    then start last) rather than through ``super().__init__``, which costs a call per stage.
+    """
 
     __slots__ = ("_ctx_token", "_ended", "active", "run", "rw", "span", "start")
 
     stage = "stage"
     #: Stream results are proxied and finished on exhaustion rather than on return.
     follows_streams = True
-
-    def __init__(self, rw: RagWatch) -> None:
-        self.rw = rw
-        self.run: Run | None = _RUN.get()
-        self.span: Any = None
-        self._ctx_token: object | None = None
-        self._ended = False
-        #: Whether activate/deactivate have anything to do; wrappers skip both calls when not.
-        self.active = False
-        self.start = _perf()
 
     # -- context ------------------------------------------------------------------------------------
     def activate(self) -> None:
@@ -95,7 +89,11 @@ class Call:
     # -- results ------------------------------------------------------------------------------------
     def done(self, result: Any) -> Any:
         """Called with the host's return value; returns what the host's caller should receive."""
-        if self.follows_streams and is_stream(result):
+        try:  # is_stream() inlined: this runs on every call
+            found = _STREAM_TYPES[type(result)]
+        except KeyError:
+            found = is_stream(result)
+        if found and self.follows_streams:
             try:
                 from .streams import proxy_stream
 
@@ -120,7 +118,18 @@ class Call:
         try:
             elapsed = _perf() - self.start
             outcome = "ok" if exc is None else _outcome(exc)
-            self._record(result, exc, outcome, elapsed)
+            stage = self.stage
+            children = self.rw._stage_children
+            if children:
+                children[(stage, outcome)].observe(elapsed)
+            run = self.run
+            if run is not None:  # Run.add_duration inlined
+                durations = run.durations
+                if stage in durations:
+                    durations[stage] += elapsed
+                else:
+                    durations[stage] = elapsed
+            self._record(result, exc)
         except Exception as err:
             self.rw._guard.failed("capture", err)
         span = self.span
@@ -135,12 +144,8 @@ class Call:
             except Exception as err:
                 self.rw._guard.failed("tracing", err)
 
-    def _record(self, result: Any, exc: BaseException | None, outcome: str, elapsed: float) -> None:
-        child = self.rw._stage_children.get((self.stage, outcome))
-        if child is not None:
-            child.observe(elapsed)
-        if self.run is not None:
-            self.run.add_duration(self.stage, elapsed)
+    def _record(self, result: Any, exc: BaseException | None) -> None:
+        """What a stage records beyond its duration (already observed by :meth:`finish`)."""
 
 
 class PipelineCall(Call):
@@ -153,12 +158,16 @@ class PipelineCall(Call):
     def __init__(
         self, rw: RagWatch, question: str | None = None, route: str | None = None, name: str | None = None
     ) -> None:
-        super().__init__(rw)
+        self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
+        self.run = _RUN.get()
+        self.span = self._ctx_token = None
+        self._ended = self.active = False
         self._run_token: object | None = None
         self._owner = self.run is None
         if not self._owner:  # nested inside a middleware run or another pipeline: join it
             if question and self.run is not None and self.run.question is None:
                 self.run.question = question
+            self.start = _perf()
             return
         run = Run(rw.service, question, route)
         self.run = run
@@ -182,11 +191,13 @@ class PipelineCall(Call):
     def activate(self) -> None:
         if self._owner:
             self._run_token = _RUN.set(self.run)
-            super().activate()
+            if self.span is not None:
+                Call.activate(self)
 
     def deactivate(self) -> None:
         if self._owner:
-            super().deactivate()
+            if self._ctx_token is not None:
+                Call.deactivate(self)
             token, self._run_token = self._run_token, None
             if token is not None:
                 try:
@@ -198,19 +209,20 @@ class PipelineCall(Call):
         if not self._owner:
             self._ended = True
             return
-        super().finish(result, exc)
+        Call.finish(self, result, exc)  # not super(): it costs a call of its own on the request path
         run = self.run
         if run is None:
             return
         try:
-            run.outcome = _outcome(exc)
+            run.outcome = "ok" if exc is None else _outcome(exc)
             if exc is not None:
                 run.error = type(exc).__qualname__
             elif run.answer is None and isinstance(result, str):
                 run.answer = result
         except Exception as err:
             self.rw._guard.failed("capture", err)
-        self.rw._run_ended(run)
+        if self.rw._listeners:
+            self.rw._run_ended(run)
 
 
 class RetrieveCall(Call):
@@ -221,7 +233,10 @@ class RetrieveCall(Call):
     stage = "retrieve"
 
     def __init__(self, rw: RagWatch, top_k: int | None = None, name: str = "retrieval") -> None:
-        super().__init__(rw)
+        self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
+        self.run = _RUN.get()
+        self.span = self._ctx_token = None
+        self._ended = self.active = False
         self._items: list[Any] | None = None
         tracer = rw._tracer
         if tracer is not None:
@@ -236,20 +251,16 @@ class RetrieveCall(Call):
         mode = self.rw._mode
         if mode is not None and mode.degraded:
             result = self.rw._degraded_result(self.run.question if self.run else None, result)
-        return super().done(result)
+        return Call.done(self, result)
 
     def on_item(self, item: Any) -> None:
         if self._items is None:
             self._items = []
         self._items.append(item)
 
-    def finish(self, result: Any, exc: BaseException | None) -> None:
-        if self._items is not None and result is None:
-            result = self._items  # a retriever that yields its chunks one by one
-        super().finish(result, exc)
-
-    def _record(self, result: Any, exc: BaseException | None, outcome: str, elapsed: float) -> None:
-        super()._record(result, exc, outcome, elapsed)
+    def _record(self, result: Any, exc: BaseException | None) -> None:
+        if result is None:
+            result = self._items  # a retriever that yields its chunks one by one (or None)
         if exc is not None or result is None:
             return
         rw = self.rw
@@ -291,7 +302,10 @@ class GenerateCall(Call):
     stage = "generate"
 
     def __init__(self, rw: RagWatch, model: str | None, provider: str | None = None, prompt: Any = None) -> None:
-        super().__init__(rw)
+        self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
+        self.run = _RUN.get()
+        self.span = self._ctx_token = None
+        self._ended = self.active = False
         self.model = model
         self.provider = provider
         self._prompt = prompt
@@ -322,8 +336,7 @@ class GenerateCall(Call):
         if carried_text and self.ttft is None:
             self.ttft = _perf() - self.start
 
-    def _record(self, result: Any, exc: BaseException | None, outcome: str, elapsed: float) -> None:
-        super()._record(result, exc, outcome, elapsed)
+    def _record(self, result: Any, exc: BaseException | None) -> None:
         rw = self.rw
         acc = self._acc
         text: str | None = None
@@ -333,16 +346,16 @@ class GenerateCall(Call):
             text, usage, model = acc.text, acc.usage, acc.model
         elif exc is None and result is not None:
             try:
-                text = extract_text(result)
-                usage = extract_usage(result)
-                model = extract_model(result)
+                text, usage, model = read_response(result)
             except Exception as err:
                 rw._guard.failed("response", err)
         model = model or self.model or "unknown"
         if usage is None and text is not None:
             usage = Usage(_estimate_prompt(self._prompt), estimate_tokens(text), 0, True)
         cost = None
-        children = rw._model_children(model)
+        children = rw._models.get(model)
+        if children is None:
+            children = rw._model_children(model)
         if children is not None:
             if self.ttft is not None:
                 children.ttft.observe(self.ttft)

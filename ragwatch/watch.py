@@ -23,7 +23,7 @@ from .chunks import normalize_chunk
 from .degrade import ModeState
 from .guard import Guard
 from .instrument import instrument
-from .metrics import CaptureMetrics, ModelChildren, ModeMetrics, ProducerMetrics, capture_metrics, families
+from .metrics import MAX_MODELS, CaptureMetrics, ModelChildren, ModeMetrics, ProducerMetrics, capture_metrics, families
 from .mode import ModeWatcher
 from .pricing import PricingTable
 from .producer import Producer
@@ -95,6 +95,7 @@ class RagWatch:
         self._metrics: CaptureMetrics | None = None
         self._stage_children: dict[tuple[str, str], Any] = {}
         self._chunks_child: Any = None
+        self._models: dict[str, ModelChildren] = {}
         metrics = capture_metrics(registry, settings.latency_buckets)
         self._guard = Guard(metrics.internal_errors, settings.log_every_seconds)
         if settings.metrics:
@@ -254,7 +255,9 @@ class RagWatch:
                 for key in ("top_k", "k"):
                     if key in kwargs:
                         kwargs[key] = self.settings.degraded_top_k  # the call below receives this dict
-            top_k = kwargs.get("top_k", kwargs.get("k"))
+            top_k = None
+            if kwargs:
+                top_k = kwargs["top_k"] if "top_k" in kwargs else kwargs.get("k")
             call = RetrieveCall(self, top_k if isinstance(top_k, int) else None, name)
             run = call.run
             if run is not None and run.question is None:
@@ -276,7 +279,7 @@ class RagWatch:
         """
 
         def begin(args: tuple, kwargs: dict) -> Call:
-            per_call = kwargs.get("model")
+            per_call = kwargs["model"] if kwargs and "model" in kwargs else None
             return GenerateCall(self, per_call if isinstance(per_call, str) else model, provider, (args, kwargs))
 
         return self._decorator(fn, begin)
@@ -328,7 +331,13 @@ class RagWatch:
                 self._guard.failed("listener", exc)
 
     def _model_children(self, model: str) -> ModelChildren | None:
-        return self._metrics.model(self.service, model) if self._metrics is not None else None
+        """Children for ``model``, remembered per RagWatch so the request path finds them in one lookup."""
+        if self._metrics is None:
+            return None
+        children = self._metrics.model(self.service, model)
+        if len(self._models) < 2 * MAX_MODELS:  # models past the cap share `other`; don't remember them all
+            self._models[model] = children
+        return children
 
     def _cost(self, model: str, usage: Usage, children: ModelChildren | None) -> float | None:
         try:

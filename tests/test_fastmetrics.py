@@ -1,0 +1,132 @@
+"""The thread-sharded counters and histograms on the request path (ragwatch.fastmetrics)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from ragwatch import fastmetrics
+from ragwatch.fastmetrics import ShardedCounter, ShardedHistogram, counter, histogram
+
+BUCKETS = (0.005, 0.01, 0.1, 1.0, 10.0)
+
+
+def _lines(registry: CollectorRegistry) -> list[str]:
+    return [
+        line
+        for line in generate_latest(registry).decode().splitlines()
+        if line.startswith("demo_") and "_created" not in line
+    ]
+
+
+def test_exposition_matches_prometheus_client_for_the_same_observations() -> None:
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    h1 = histogram("demo_seconds", "Demo.", ["stage"], BUCKETS, ours)
+    h2 = Histogram("demo_seconds", "Demo.", ["stage"], buckets=BUCKETS, registry=theirs)
+    c1 = counter("demo_tokens", "Demo.", ["kind"], ours)
+    c2 = Counter("demo_tokens", "Demo.", ["kind"], registry=theirs)
+    values = [0.0, 0.005, 0.0051, 0.01, 0.5, 1.0, 9.99, 10.0, 11.0, 1e9]  # edges are inclusive (le)
+    for v in values:
+        h1.labels("retrieve").observe(v)
+        h2.labels("retrieve").observe(v)
+    for n in (1, 2, 3.5):
+        c1.labels("input").inc(n)
+        c2.labels("input").inc(n)
+    assert _lines(ours) == _lines(theirs)
+    assert ours.get_sample_value("demo_seconds_bucket", {"stage": "retrieve", "le": "0.005"}) == 2
+    assert ours.get_sample_value("demo_seconds_count", {"stage": "retrieve"}) == len(values)
+    assert ours.get_sample_value("demo_tokens_total", {"kind": "input"}) == 6.5
+    assert ours.get_sample_value("demo_tokens_created", {"kind": "input"}) is not None
+
+
+def test_no_update_is_lost_across_threads_and_ended_threads_are_folded_away() -> None:
+    registry = CollectorRegistry()
+    c = counter("demo_calls", "Demo.", ["service"], registry).labels("s")
+    h = histogram("demo_latency_seconds", "Demo.", ["service"], BUCKETS, registry).labels("s")
+    per_thread, rounds = 2_000, 4
+
+    def work() -> None:
+        for _ in range(per_thread):
+            c.inc()
+            h.observe(0.05)
+
+    for _ in range(rounds):  # threads that end, as in a thread-per-request server
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        registry.get_sample_value("demo_calls_total", {"service": "s"})  # a scrape folds ended threads
+        assert len(fastmetrics._shards) <= threading.active_count()
+    expected = per_thread * 8 * rounds
+    assert registry.get_sample_value("demo_calls_total", {"service": "s"}) == expected
+    assert registry.get_sample_value("demo_latency_seconds_bucket", {"service": "s", "le": "0.1"}) == expected
+    assert registry.get_sample_value("demo_latency_seconds_sum", {"service": "s"}) == pytest.approx(0.05 * expected)
+
+
+def test_labels_are_checked_and_counters_only_go_up() -> None:
+    family = ShardedCounter("demo_x", "Demo.", ["a", "b"])
+    with pytest.raises(ValueError, match="expected labels"):
+        family.labels("only-one")
+    child = family.labels("1", "2")
+    assert family.labels(1, 2) is child  # label values are strings, as in prometheus_client
+    with pytest.raises(ValueError):
+        child.inc(-1)
+    with pytest.raises(ValueError, match="buckets"):
+        ShardedHistogram("demo_y", "Demo.", [], [1.0, 1.0])
+
+
+def test_duplicate_names_are_refused_by_the_registry() -> None:
+    registry = CollectorRegistry()
+    histogram("demo_dup_seconds", "Demo.", [], BUCKETS, registry)
+    with pytest.raises(ValueError, match="Duplicated"):
+        Histogram("demo_dup_seconds", "Demo.", registry=registry)
+
+
+def test_multiprocess_mode_uses_prometheus_client_classes(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    assert isinstance(counter("demo_mp", "Demo.", ["a"], None), Counter)
+    assert isinstance(histogram("demo_mp_seconds", "Demo.", ["a"], BUCKETS, None), Histogram)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_child_of_a_fork_while_another_thread_holds_the_lock_does_not_hang() -> None:
+    registry = CollectorRegistry()
+    c = counter("demo_fork", "Demo.", [], registry).labels()
+    c.inc()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with fastmetrics._lock:
+            held.set()
+            release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    pid = os.fork()
+    if pid == 0:  # the child: new threads record and scrape without waiting for the parent's lock
+        code = 1
+        try:
+            threading.Thread(target=c.inc).start()
+            code = 0 if registry.get_sample_value("demo_fork_total") is not None else 1
+        finally:
+            os._exit(code)
+    release.set()
+    t.join()
+    deadline = time.monotonic() + 10
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on a lock held by a thread of its parent")
+        time.sleep(0.02)
+    assert os.waitstatus_to_exitcode(status) == 0
