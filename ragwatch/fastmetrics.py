@@ -24,7 +24,7 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -32,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["counter", "histogram"]
+__all__ = ["adder", "counter", "histogram"]
 
 _local = threading.local()
 _lock = threading.Lock()
@@ -131,6 +131,43 @@ class _CounterChild:
 
     def get(self) -> float:
         return _totals(self.slot)[0]
+
+
+def adder(*children: Any) -> Callable[..., None]:
+    """One function adding to several counter children at once: ``add(a, b, c)`` adds a to the first...
+
+    An LLM call bumps input tokens, output tokens and cost together; one thread-local lookup for all of
+    them instead of one each. Amounts must not be negative (they are token counts and prices).
+    """
+    if not all(isinstance(c, _CounterChild) for c in children):  # prometheus_client's (multiprocess mode)
+        incs = [c.inc for c in children]
+
+        def add_each(*amounts: float) -> None:
+            for inc, amount in zip(incs, amounts, strict=True):
+                if amount:
+                    inc(amount)
+
+        return add_each
+    if len(children) > 4:
+        raise ValueError("adder() takes at most four counters")
+    # Unrolled for up to four counters (a spare slot pads the rest): loops and comprehensions would cost
+    # more than the three separate calls this replaces.
+    s0, s1, s2, s3 = [c.slot for c in children] + [_new_slot(1) for _ in range(4 - len(children))]
+
+    def add(a: float, b: float = 0, c: float = 0, d: float = 0) -> None:
+        try:
+            cells = _local.cells
+            c0, c1, c2, c3 = cells[s0], cells[s1], cells[s2], cells[s3]
+        except (AttributeError, IndexError):
+            c0 = None
+        if c0 is None or c1 is None or c2 is None or c3 is None:
+            c0, c1, c2, c3 = _cell(s0), _cell(s1), _cell(s2), _cell(s3)
+        c0[0] += a
+        c1[0] += b
+        c2[0] += c
+        c3[0] += d
+
+    return add
 
 
 class _HistogramChild:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-from .fastmetrics import counter, histogram
+from .fastmetrics import adder, counter, histogram
 from .settings import DEFAULT_LATENCY_BUCKETS
 
 __all__ = [
@@ -125,7 +125,18 @@ METRIC_NAMES: frozenset[str] = frozenset(
 class ModelChildren:
     """Label children of one (service, model) pair, bound once and reused for every call."""
 
-    __slots__ = ("cached", "cost", "input", "input_est", "output", "output_est", "ttft", "unpriced")
+    __slots__ = (
+        "add_estimated",
+        "add_reported",
+        "cached",
+        "cost",
+        "input",
+        "input_est",
+        "output",
+        "output_est",
+        "ttft",
+        "unpriced",
+    )
 
     def __init__(self, m: CaptureMetrics, service: str, model: str) -> None:
         self.input = m.tokens.labels(service, model, "input", "reported")
@@ -136,6 +147,10 @@ class ModelChildren:
         self.cost = m.cost.labels(service, model)
         self.ttft = m.ttft.labels(service, model)
         self.unpriced = m.unpriced.labels(service, model)
+        #: add_reported(input, output, cached_input, cost) and add_estimated(input, output, cost): one call
+        #: per LLM call for all its counters.
+        self.add_reported = adder(self.input, self.output, self.cached, self.cost)
+        self.add_estimated = adder(self.input_est, self.output_est, self.cost)
 
 
 class CaptureMetrics:

@@ -352,24 +352,19 @@ class GenerateCall(Call):
         model = model or self.model or "unknown"
         if usage is None and text is not None:
             usage = Usage(_estimate_prompt(self._prompt), estimate_tokens(text), 0, True)
-        cost = None
         children = rw._models.get(model)
         if children is None:
             children = rw._model_children(model)
+        cost = rw._cost(model, usage, children) if usage is not None else None
         if children is not None:
             if self.ttft is not None:
                 children.ttft.observe(self.ttft)
             if usage is not None:
                 if usage.estimated:
-                    children.input_est.inc(usage.input_tokens)
-                    children.output_est.inc(usage.output_tokens)
+                    children.add_estimated(usage.input_tokens, usage.output_tokens, cost or 0.0)
                 else:
-                    children.input.inc(usage.input_tokens)
-                    children.output.inc(usage.output_tokens)
-                    if usage.cached_input_tokens:
-                        children.cached.inc(usage.cached_input_tokens)
-        if usage is not None:
-            cost = rw._cost(model, usage, children)
+                    u = usage
+                    children.add_reported(u.input_tokens, u.output_tokens, u.cached_input_tokens, cost or 0.0)
         run = self.run
         if run is not None:
             if text is not None:

@@ -44,6 +44,8 @@ _QUESTION_KEYS = ("question", "query", "q", "input", "prompt")
 
 
 def _question(args: tuple, kwargs: dict) -> str | None:
+    if not kwargs and args and type(args[0]) is str:  # the common `answer(question)` call
+        return args[0]
     if kwargs:
         for key in _QUESTION_KEYS:
             value = kwargs.get(key)
@@ -340,6 +342,7 @@ class RagWatch:
         return children
 
     def _cost(self, model: str, usage: Usage, children: ModelChildren | None) -> float | None:
+        """The call's cost (the caller counts it), or None when the model has no price (counted here)."""
         try:
             cost = self._pricing.cost(model, usage)
         except Exception as exc:
@@ -353,8 +356,6 @@ class RagWatch:
                     self._unpriced_warned.add(model)
                 log.warning("ragwatch: no price for model %r; its calls are counted without cost", model)
             return None
-        if children is not None and cost:
-            children.cost.inc(cost)
         return cost
 
     def start_metrics_server(self, port: int | None = None, addr: str | None = None) -> Any:
