@@ -123,6 +123,12 @@ def _read(item: Any, rank: int) -> tuple[str, str, float | None, Mapping[str, An
 
 
 def _read_mapping(item: Mapping[str, Any], rank: int) -> tuple[str, str, float | None, Mapping[str, Any]]:
+    if type(item) is dict and "metadata" not in item:  # the vector-store common case: {"id", "text", "score"}
+        text = item.get("text")
+        chunk_id = item.get("id")
+        score = item.get("score")
+        if type(text) is str and type(chunk_id) is str and chunk_id and (score is None or type(score) is float):
+            return chunk_id, text, score if score is None or math.isfinite(score) else None, _EMPTY_METADATA
     text: Any = None
     for key in _TEXT_KEYS:
         text = item.get(key)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -162,7 +162,7 @@ def build_sample(
     answer = redact(answer) if answer is not None else None
     usage = run.usage
     return Sample(
-        sample_id=uuid.uuid4().hex,
+        sample_id=os.urandom(16).hex(),  # 128 random bits as 32 hex digits; uuid4() costs 5x as much
         service=run.service,
         question=question if keep_text else None,
         answer=answer if keep_text else None,
