@@ -1,0 +1,72 @@
+"""The producer's bookkeeping on a real Redis: every offered sample is sent or counted as dropped, never both."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import redis
+from prometheus_client import CollectorRegistry
+
+from ragwatch.guard import Guard
+from ragwatch.keys import Keys
+from ragwatch.metrics import ProducerMetrics, families
+from ragwatch.producer import Producer
+from ragwatch.redis_queue import ADD_CHUNK, RedisQueue
+from ragwatch.run import Run
+from tests.conftest import sample as metric
+from tests.servers import RedisServer
+
+
+def _producer(url: str, registry: CollectorRegistry, **options: float) -> Producer:
+    queue = RedisQueue(url, "prod", maxlen=1_000_000, socket_timeout=0.5)
+    return Producer(
+        queue,
+        lambda run, reason: (run.question or "").encode(),
+        metrics=families(ProducerMetrics, registry),
+        guard=Guard(None),
+        **{"buffer_size": 300, "batch_size": 40, "flush_interval": 0.01, "max_backoff": 0.2, **options},  # type: ignore[arg-type]
+    )
+
+
+def _counted(registry: CollectorRegistry, reason: str) -> float:
+    return metric(registry, "ragwatch_samples_dropped_total", service="prod", reason=reason)
+
+
+def test_outage_keeps_at_most_two_built_batches_and_accounts_for_every_sample(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path)
+    server.start()
+    registry = CollectorRegistry()
+    producer = _producer(server.url, registry)
+    offered = 0
+    try:
+        for _ in range(100):
+            producer.offer(Run("prod", f"q{offered}"), "rate")
+            offered += 1
+        assert producer.flush(10)
+        server.stop()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # Redis down: the buffer overflows, built batches stay bounded
+            producer.offer(Run("prod", f"q{offered}"), "rate")
+            offered += 1
+            assert producer.pending() <= 300 + 2 * 40
+            time.sleep(0.0005)
+        assert _counted(registry, "buffer_full") > 0
+        assert producer.failures > 0
+        server.start()  # same port, empty: everything still held must arrive
+        assert producer.flush(20)
+        sent = metric(registry, "ragwatch_samples_sent_total", service="prod")
+        in_redis = redis.Redis.from_url(server.url).xlen(Keys("prod").samples)
+        assert sent - 100 == in_redis  # what the flush reported is what Redis holds, nothing twice
+        assert sent + _counted(registry, "buffer_full") == offered  # and every other sample was counted lost
+    finally:
+        producer.close(1)
+        server.stop()
+
+
+def test_batches_larger_than_one_script_call_arrive_in_order(redis_url: str) -> None:
+    queue = RedisQueue(redis_url, "big", maxlen=1_000_000)
+    payloads = [f"p{i}".encode() for i in range(2 * ADD_CHUNK + 7)]
+    queue.add(payloads)
+    entries = redis.Redis.from_url(redis_url).xrange(Keys("big").samples)
+    assert [fields[b"s"] for _, fields in entries] == payloads
