@@ -1,4 +1,4 @@
-"""Fit the offline judge's two small calibrations and write ``ragwatch/judges/offline_weights.json``.
+"""Fit the offline judge's faithfulness calibration and write ``ragwatch/judges/offline_weights.json``.
 
 Usage (from the project root, with the shared data next to it)::
 
@@ -12,7 +12,8 @@ data, and only this:
   (a claim overlapping a span is unsupported) plus ``rgb_zh_en_dev.jsonl`` (short answers: the claim
   label is the response label). ``halueval_qa.jsonl`` is never trained on: its hallucinated answers are
   longer than the correct ones, and a judge fitted on it would learn length. No length feature exists.
-* relevance: ``wikiqa_dev.jsonl`` and ``rgb_relevance_dev.jsonl`` (question, passage, relevant) pairs.
+
+Chunk relevance has its own model and weights, fitted by ``scripts/train_relevance.py``.
 
 The model is an L2-regularised logistic regression fitted by Newton's method (numpy only). The claim
 threshold is chosen to maximise the pooled response-level F1 ("any claim unsupported") over both
@@ -27,6 +28,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -38,8 +40,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragwatch.evaluate import (  # noqa: E402
-    average_precision,
-    neutral_order_key,
     precision_recall_f1,
     roc_auc,
     row_to_sample,
@@ -47,16 +47,12 @@ from ragwatch.evaluate import (  # noqa: E402
 from ragwatch.judges.offline import (  # noqa: E402
     FAITH_FEATURES,
     FAITH_SIGNS,
-    RELEVANCE_FEATURES,
-    RELEVANCE_SIGNS,
     WEIGHTS_PATH,
     OfflineJudge,
     claim_labels,
-    relevance_features,
 )
 
 FAITH_FILES = ("faithfulness/ragtruth_dev.jsonl", "faithfulness/rgb_zh_en_dev.jsonl")
-RELEVANCE_FILES = ("relevance/wikiqa_dev.jsonl", "relevance/rgb_relevance_dev.jsonl")
 L2 = 1.0
 
 
@@ -165,19 +161,17 @@ def _sample_weights(table: dict[str, Any]) -> np.ndarray:
 
 
 def response_predictions(table: dict[str, Any], p: np.ndarray, threshold: float) -> tuple[list, list, list]:
-    """Per response: label, flagged (any claim unsupported) and 1 − faithfulness."""
+    """Per response: label, flagged (any claim unsupported) and 1 − faithfulness, as the judge computes them."""
     n = len(table["responses"])
     flagged = [False] * n
-    total = [0] * n
-    unsupported = [0] * n
+    credits: list[list[float]] = [[] for _ in range(n)]
     bad = (p < threshold) | table["ruled"]
     for rid, is_bad in zip(table["response"], bad, strict=True):
-        total[rid] += 1
+        credits[rid].append(0.0 if is_bad else 1.0)
         if is_bad:
             flagged[rid] = True
-            unsupported[rid] += 1
     labels = [m[1] for m in table["responses"]]
-    scores = [unsupported[i] / total[i] if total[i] else 0.0 for i in range(n)]
+    scores = [1.0 - math.fsum(c) / len(c) if c else 0.0 for c in credits]
     return labels, flagged, scores
 
 
@@ -242,72 +236,6 @@ def train_faithfulness(data: Path, folds: int) -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------------------- relevance
-
-
-def train_relevance(data: Path, folds: int) -> dict[str, Any]:
-    feats, labels, qids, files, passages = [], [], [], [], []
-    for fname in RELEVANCE_FILES:
-        grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in _read(data / fname):
-            grouped[str(row["question_id"])].append(row)
-        for qid, rows in grouped.items():
-            for fs, row in zip(
-                relevance_features(rows[0]["question"], [r["passage"] for r in rows]), rows, strict=True
-            ):
-                feats.append(fs)
-                labels.append(1.0 if row["relevant"] else 0.0)
-                qids.append(f"{fname}:{qid}")
-                files.append(fname)
-                passages.append(row["passage"])
-    x, y = np.array(feats), np.array(labels)
-    files_a = np.array(files)
-    # Each file and, within it, each class weighs the same: "graded relevance" should read 0.5 at the
-    # boundary between relevant and not, not at WikiQA's 5 % base rate.
-    w = np.ones(len(y))
-    for f in RELEVANCE_FILES:
-        for cls in (0.0, 1.0):
-            mask = (files_a == f) & (y == cls)
-            w[mask] = len(y) / (2 * len(RELEVANCE_FILES) * mask.sum())
-    print(f"relevance: {len(y)} pairs, {int(y.sum())} relevant")
-    qid_a = np.array(qids)
-    uniq = sorted(set(qids))
-    rng = np.random.default_rng(0)
-    fold_of = dict(zip(uniq, rng.permutation(len(uniq)) % folds, strict=True))
-    fold = np.array([fold_of[q] for q in qids])
-    p_oof = np.zeros(len(y))
-    for k in range(folds):
-        train = fold != k
-        p_oof[~train] = predict(fit_monotone(x[train], y[train], w[train], RELEVANCE_SIGNS), x[~train])
-    beta = fit_monotone(x, y, w, RELEVANCE_SIGNS)
-    p_in = predict(beta, x)
-    summary: dict[str, Any] = {}
-    for label, p in (("cv", p_oof), ("in_sample", p_in)):
-        for f in RELEVANCE_FILES:
-            mask = files_a == f
-            aps = []
-            by_q: dict[str, list[int]] = defaultdict(list)
-            for i in np.nonzero(mask)[0]:
-                by_q[qid_a[i]].append(int(i))
-            for idx in by_q.values():
-                ranked = sorted(idx, key=lambda i: (-p[i], neutral_order_key(passages[i])))
-                ranked_labels = [bool(y[i]) for i in ranked]
-                if any(ranked_labels):
-                    aps.append(average_precision(ranked_labels))
-            auc = roc_auc(y[mask].astype(bool).tolist(), p[mask].tolist())
-            summary.setdefault(label, {})[Path(f).stem] = {"map": round(float(np.mean(aps)), 3), "auc": round(auc, 3)}
-            print(f"  {label:9s} {Path(f).stem:20s} MAP={np.mean(aps):.3f} AUC={auc:.3f}")
-    for name, c in zip(RELEVANCE_FEATURES, beta[1:], strict=True):
-        print(f"    {name:14s} {c:+.3f}")
-    return {
-        "features": list(RELEVANCE_FEATURES),
-        "coef": [round(float(c), 5) for c in beta[1:]],
-        "intercept": round(float(beta[0]), 5),
-        **summary,
-        "pairs": len(y),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -316,18 +244,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="fit and report, do not write the weights")
     args = parser.parse_args(argv)
     faith = train_faithfulness(args.data, args.folds)
-    rel = train_relevance(args.data, args.folds)
     weights = {
         "note": {
             "trained_by": "python scripts/train_offline.py" + (f" --folds {args.folds}" if args.folds != 5 else ""),
             "date": dt.date.today().isoformat(),
-            "data": {f: _sha(args.data / f) for f in FAITH_FILES + RELEVANCE_FILES},
+            "data": {f: _sha(args.data / f) for f in FAITH_FILES},
             "not_trained_on": "faithfulness/halueval_qa.jsonl (length artefact; sanity check only)",
             "model": "L2 logistic regression (numpy Newton) with sign-constrained weights; claim label: supported"
             " unless it overlaps a hallucinated span (RGB: the response label)",
         },
         "faithfulness": faith,
-        "relevance": rel,
     }
     if args.dry_run:
         return 0

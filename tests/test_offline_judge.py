@@ -107,12 +107,109 @@ def test_structured_context_value(judge: OfflineJudge) -> None:
     assert claims[1]["rule"] == "structured_value_conflict"
 
 
+@pytest.mark.parametrize(
+    ("context", "answer"),
+    [
+        ('He decided to blog about "100 Days of Rejection" last year.', 'His blog was called "100 Days of Rejection".'),
+        ("Bake the crumbs at 300 F until dry, about 6 to 8 minutes.", "Bake the crumbs at 300 F for 6 to 8 minutes."),
+        (
+            "Wear gloves if you plan to remove the tick with your fingers.",
+            "Wear gloves to remove the tick with your fingers.",
+        ),
+        (
+            "The Dragon will deliver more than 4,300 pounds of supplies to the station.",
+            "The Dragon will deliver over 4,300 pounds of supplies to the station.",
+        ),
+    ],
+    ids=["about-is-a-topic", "range", "if-you-plan-to", "over"],
+)
+def test_hedge_rule_spares_what_is_no_dropped_hedge(judge: OfflineJudge, context: str, answer: str) -> None:
+    [claim] = claims_of(judge, make(None, answer, [context]))
+    assert claim.get("rule") is None
+
+
+@pytest.mark.parametrize(
+    ("context", "answer"),
+    [
+        (
+            "Nonessential amino acids can be made by the body, while essential amino acids cannot be made by the body.",
+            "Nonessential amino acids can be made by the body.",
+        ),
+        (
+            "People on the no-fly list will then have the opportunity to dispute their status in writing.",
+            "People on the list will then have the opportunity to dispute their status in writing.",
+        ),
+        (
+            "Before the change, citizens got a letter that neither confirmed nor denied their inclusion on the list.",
+            "Citizens received a letter that didn't confirm or deny their inclusion on the list.",
+        ),
+        (
+            "The organs of the endocrine system are not physically connected as they are discrete in nature.",
+            "The endocrine system consists of discrete organs.",
+        ),
+    ],
+    ids=["said-both-ways", "no-fly", "neither-nor", "as-ends-the-scope"],
+)
+def test_negation_rule_spares_what_is_no_flip(judge: OfflineJudge, context: str, answer: str) -> None:
+    [claim] = claims_of(judge, make(None, answer, [context]))
+    assert claim.get("rule") is None
+
+
+def test_numbers_the_question_gives_or_that_assert_nothing(judge: OfflineJudge) -> None:
+    context = ["Report the distributions from Form 1099-PATR on Schedule F."]
+    question = "Where does 1099-PATR go on form 1040?"
+    [claim] = claims_of(judge, make(question, "Form 1099-PATR goes on Schedule F of Form 1040.", context))
+    assert claim.get("rule") is None
+    record = '{"name": "Deli", "business_stars": 3.5, "hours": {"Monday": "7:0-17:0", "Sunday": "7:0-17:0"}}'
+    [claim] = claims_of(judge, make(None, "The Deli has 3.5 out of 5 stars and is open seven days a week.", [record]))
+    assert claim.get("rule") is None
+
+
+def test_twelve_hour_times_match_a_24_hour_record(judge: OfflineJudge) -> None:
+    record = '{"name": "Deli", "hours": {"Monday": "7:0-17:0", "Tuesday": "7:0-17:0"}}'
+    [ok] = claims_of(judge, make(None, "The Deli is open from 7 am to 5 pm on Monday.", [record]))
+    assert ok.get("rule") is None
+    [wrong] = claims_of(judge, make(None, "The Deli is open from 7 am to 6 pm on Monday.", [record]))
+    assert wrong["rule"] == "number_not_in_context"
+
+
+def test_entities_spelled_differently_or_units(judge: OfflineJudge) -> None:
+    """Neither "US" for "U.S." nor a unit name is an entity the context lacks (the entity-swap rule)."""
+    context = [
+        "The U.S. military has carried out airstrikes against ISIS near Ramadi.",
+        "In Sausalito, September averages 58 degrees.",
+    ]
+    for answer in (
+        "The US military has carried out airstrikes near Ramadi.",
+        "September averages 58 degrees Fahrenheit.",
+    ):
+        [claim] = claims_of(judge, make(None, answer, context))
+        assert claim.get("rule") is None, answer
+
+
+def test_structured_context_reads_each_key_with_its_own_negation(judge: OfflineJudge) -> None:
+    record = (
+        '{"name": "Cafe Lumen", "attributes": {"WiFi": "no", "OutdoorSeating": true, "RestaurantsReservations": false,'
+        ' "Ambience": {"romantic": null}}}'
+    )
+    answer = (
+        "Cafe Lumen does not take reservations, offers outdoor seating and has no WiFi. "
+        "WiFi is not available at Cafe Lumen. "
+        "Cafe Lumen has indoor seating. "
+        "Whether Cafe Lumen is romantic is unknown. "
+        "Cafe Lumen takes reservations."
+    )
+    claims = claims_of(judge, make(None, answer, [record]))
+    assert [c.get("rule") for c in claims] == [None, None, None, None, "structured_value_conflict"]
+
+
 def test_faithful_to_a_wrong_context_is_faithful(judge: OfflineJudge) -> None:
     """Only the context counts, never world knowledge."""
     context = ["The Eiffel Tower is located in Rome, Italy, and opened in 1925."]
     verdict = judge.score(make("Where is the Eiffel Tower?", "The Eiffel Tower is located in Rome.", context))
     assert verdict.scores["faithfulness"] == 1.0
     verdict = judge.score(make("Where is the Eiffel Tower?", "The Eiffel Tower is located in Paris.", context))
+    assert verdict.details["claims"][0]["verdict"] == UNSUPPORTED
     assert verdict.scores["faithfulness"] == 0.0
 
 
@@ -148,13 +245,46 @@ def test_unverifiable_claims_leave_the_denominator(judge: OfflineJudge) -> None:
     answer = "Here is what the passages say:\nThe stone bridge over the river is 120 meters long. I hope this helps!"
     verdict = judge.score(make("How long is the bridge?", answer, [BRIDGE]))
     assert [c["verdict"] for c in verdict.details["claims"]] == [UNVERIFIABLE, SUPPORTED, UNVERIFIABLE]
-    assert verdict.scores["faithfulness"] == 1.0
+    alone = judge.score(
+        make("How long is the bridge?", "The stone bridge over the river is 120 meters long.", [BRIDGE])
+    )
+    assert verdict.scores["faithfulness"] == alone.scores["faithfulness"] == 1.0
 
 
 def test_is_unverifiable_spares_real_claims() -> None:
     assert not is_unverifiable("The bridge is 120 meters long.")
     assert not is_unverifiable("武汉是湖北省的省会。")
     assert is_unverifiable("文档中没有提及具体日期。")
+    # lines announcing what follows, and statements about the passages themselves
+    assert is_unverifiable("To make a graph for your research, you can follow these general steps:")
+    assert is_unverifiable("None of the passages provide detailed information on the fees.")
+    assert is_unverifiable("Passage 3 provides the necessary information to answer the question.")
+    assert is_unverifiable("Therefore, without more information, it is impossible to provide an answer.")
+    assert not is_unverifiable("The app provides relevant information about trains.")
+    assert not is_unverifiable("The service does not provide refunds.")
+    assert not is_unverifiable("Passage 1 gives the steps for Windows 7 and the steps for Windows 10 in detail:")
+
+
+# ---------------------------------------------------------------------------------- faithfulness
+
+
+def test_faithfulness_is_the_share_of_supported_claims(judge: OfflineJudge) -> None:
+    question = "How long is the bridge?"
+    verbatim = judge.score(make(question, "The stone bridge over the river is 120 meters long.", [BRIDGE]))
+    paraphrase = judge.score(make(question, "The old bridge crossing the river is 120 meters long.", [BRIDGE]))
+    assert [c["verdict"] for c in paraphrase.details["claims"]] == [SUPPORTED]
+    assert paraphrase.scores["faithfulness"] == verbatim.scores["faithfulness"] == 1.0
+    mixed = judge.score(
+        make(question, "The stone bridge over the river is 120 meters long. It is 900 meters wide.", [BRIDGE])
+    )
+    assert [c["verdict"] for c in mixed.details["claims"]] == [SUPPORTED, "UNSUPPORTED"]
+    assert mixed.scores["faithfulness"] == 0.5
+    # one claim of two unsupported: about a half, never below what an all-unsupported answer gets
+    half = judge.score(
+        make(question, "The bridge over the river is 120 meters long. It was painted in 2001.", [BRIDGE])
+    )
+    assert [c["verdict"] for c in half.details["claims"]] == [SUPPORTED, UNSUPPORTED]
+    assert half.scores["faithfulness"] == 0.5
 
 
 # ------------------------------------------------------------------------------------- evidence

@@ -84,6 +84,8 @@ _ABBREVIATIONS = frozenset(
         "dept",
         "gen",
         "gov",
+        "rep",
+        "sen",
         "sgt",
         "capt",
         "col",

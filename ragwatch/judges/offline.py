@@ -8,33 +8,41 @@ than a good LLM judge on paraphrase, and says so in the README's measured figure
 How faithfulness is judged, for each claim of :func:`~ragwatch.judges.claims.split_claims`:
 
 1. **Unverifiable** claims are set aside: refusals and meta statements ("the context does not say",
-   "根据现有信息无法回答", "I don't know"), framing lines ("Here is a summary:") and courtesy lines ("I hope
-   this helps"). They leave the denominator of faithfulness.
+   "根据现有信息无法回答", "I don't know", "Passage 3 provides the necessary information"), framing lines
+   ("Here is a summary:", any line ending in a colon without a number) and courtesy lines ("I hope this
+   helps"). They leave the denominator of faithfulness.
 2. **Alignment features** against the retrieved chunks, all in 0..1: weighted token coverage of the claim
    by the whole context, by the best sentence and by the best pair of adjacent sentences (English word
    stems, CJK character bigrams, numbers), coverage of the claim's token bigrams (phrases), missing named
    entities. Tokens the question already contains are not asked to be supported (restating the question
    is not a hallucination), nor are words about the passages ("according to passage 2").
 3. **Rules**, each also a hard verdict (the claim is UNSUPPORTED whatever the calibrated score):
-   a number absent from the context; a unit that differs ("5 miles" vs "5 km"); a negation that flips
-   between the claim and a sentence saying nearly the same thing; a hedge dropped (the context says
-   "expected", "预计", "或将", "about 30", "约1200万", the claim states it as fact); a value that contradicts
-   a structured (JSON) chunk (``"WiFi": "no"`` vs "offers WiFi"); a named entity the context never
-   mentions in place of one it does ("in Paris" where the aligned sentence says "in Rome"). A modal hedge
-   dropped ("may" → "can") is only a soft feature: writers paraphrase that way all the time.
+   a number absent from the context and the question (12-hour times are read as a 24-hour clock, so
+   "5 pm" matches a record's "17:0"; "out of 5 stars" and "seven days a week" assert no number); a unit
+   that differs ("5 miles" vs "5 km"); a negation that flips between the claim and a sentence saying
+   nearly the same thing (a negation governs its own clause, and a word the text also states plainly is
+   not negated); a hedge dropped (the context says "expected", "预计", "或将", "about 30", "约1200万", the
+   claim states it as fact — a range such as "6 to 8 minutes" is no such fact); a value that contradicts a
+   structured (JSON) chunk (``"WiFi": "no"`` vs "offers WiFi"; the claim must name the whole key, and each
+   key is read with the negation that governs it, so "no WiFi, but outdoor seating" checks both); a named
+   entity the context never mentions in place of one it does ("in Paris" where the aligned sentence says
+   "in Rome"). A modal hedge dropped ("may" → "can") is only a soft feature: writers paraphrase that way
+   all the time.
 4. A **logistic calibration** (weights in ``offline_weights.json``, fitted by ``scripts/train_offline.py``
    on claim labels derived from human span annotations, with every weight constrained to its sensible
    sign) turns the features into P(supported); below the shipped threshold the claim is UNSUPPORTED.
+
+**Faithfulness** is supported / (claims − unverifiable): a share an on-call engineer can read as "3 of 4
+claims supported", not a confidence.
 
 Each claim's ``evidence`` is the sentence of a chunk that best covers it — the supporting quote for a
 SUPPORTED claim, the closest (insufficient) one for an UNSUPPORTED claim — always a verbatim substring of
 the chunk named by ``chunk_id``. Faithfulness is compared to the context only, never to world knowledge:
 an answer faithful to a wrong context is faithful.
 
-Chunk relevance is an IDF-weighted, saturating question/chunk overlap (IDF over the sample's own chunks,
-so nothing is downloaded) with answer-type cues (a "how many" question wants a chunk with a number, a
-"why" question one that gives a cause), calibrated by a second small logistic model so that 0.5 is the
-relevant/irrelevant boundary. Context Precision@K follows from it (:mod:`ragwatch.retrieval_metrics`).
+Chunk relevance (each chunk's graded answer to the question, and Context Precision@K from it) lives in
+:mod:`ragwatch.judges.relevance`: list-local IDF coverage, answer-type cues and the consensus of the
+retrieved chunks, with its own weights (``relevance_weights.json``, ``scripts/train_relevance.py``).
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ from .base import (
     context_precision_ranked,
 )
 from .claims import Claim, mask_inline_code, split_claims
+from .relevance import RelevanceScorer, type_match
 from .text import (
     NumberMention,
     TextAnalysis,
@@ -72,6 +81,7 @@ from .text import (
     content_tokens,
     entity_tokens,
     json_polarity,
+    negation_reach,
     negation_scopes,
     scan,
     stem,
@@ -80,8 +90,6 @@ from .text import (
 __all__ = [
     "FAITH_FEATURES",
     "FAITH_SIGNS",
-    "RELEVANCE_FEATURES",
-    "RELEVANCE_SIGNS",
     "SUPPORTED",
     "UNSUPPORTED",
     "UNVERIFIABLE",
@@ -89,7 +97,6 @@ __all__ = [
     "OfflineJudge",
     "claim_labels",
     "is_unverifiable",
-    "relevance_features",
 ]
 
 _log = logging.getLogger(__name__)
@@ -118,10 +125,6 @@ FAITH_FEATURES = (
 )
 #: The direction each faithfulness feature may push P(supported): calibration is fitted under these signs.
 FAITH_SIGNS = (1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1)
-#: Chunk relevance features, in the order of the weight vector.
-RELEVANCE_FEATURES = ("q_cov", "q_cov_idf", "bm25", "q_phrase", "best_sent", "type_match", "definitional", "why_how")
-#: Every relevance feature is "more overlap / more fitting", so none may lower relevance.
-RELEVANCE_SIGNS = (1, 1, 1, 1, 1, 1, 1, 1)
 
 # Fallback weights so the judge works before (or without) a trained file; replaced by the trained ones.
 _DEFAULT_WEIGHTS: dict[str, Any] = {
@@ -130,11 +133,6 @@ _DEFAULT_WEIGHTS: dict[str, Any] = {
         "coef": [2.0, 3.0, 1.0, 2.0, -2.0, -3.0, -3.0, -3.0, -2.0, -0.5, -2.0, -1.0, -1.0],
         "intercept": -3.0,
         "threshold": 0.5,
-    },
-    "relevance": {
-        "features": list(RELEVANCE_FEATURES),
-        "coef": [2.0, 3.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.5],
-        "intercept": -4.0,
     },
 }
 
@@ -169,7 +167,9 @@ _CITATION_RE = re.compile(
     r"|questions?|reviews?|reviewers?)\s*#?\d+(?:\s*(?:,|and|&|-|or)\s*\d+)*[)）\]]?"
     r"|\[\d+(?:\s*[,-]\s*\d+)*\]"
     r"|[(（]?(?:段落|文档|资料|来源|参考|步骤|方法)\s*\d+[)）]?"
-    r"|第\s*\d+\s*(?:步|条|点|段|篇)",
+    r"|第\s*\d+\s*(?:步|条|点|段|篇)"
+    # rating scales and round-the-clock phrases: "4.5 out of 5 stars", "seven days a week", "24/7"
+    r"|\bout of (?:5|10|100)(?:\.0)?\b|\b(?:seven|7) days a week\b|\b24/7\b|\b24 hours a day\b",
     re.IGNORECASE,
 )
 
@@ -184,7 +184,13 @@ _CONVERSION_RE = re.compile(
 )
 
 #: Unit families: a bare "degrees" is compatible with °C and °F, "miles" is not with "km".
-_UNIT_FAMILY = {"degree": "temperature", "°c": "temperature", "°f": "temperature"}
+_UNIT_FAMILY = {
+    "degree": "temperature",
+    "°c": "temperature",
+    "°f": "temperature",
+    "year": "age",  # "between 30 and 40 years old" = "between the age of 30 and 40 years"
+    "year_old": "age",
+}
 
 _REFUSAL_RE = re.compile(
     r"\bI (?:do not|don't|did not|didn't) know\b|\bI(?:'m| am) not (?:sure|certain|aware)\b"
@@ -194,7 +200,7 @@ _REFUSAL_RE = re.compile(
     r"[^.;:]{0,60}?\b(?:do(?:es)? not|do(?:es)?n[’']t|did not|didn[’']t|never|fails? to) "
     r"(?:explicitly |specifically |directly |clearly )?"
     r"(?:say|mention|provide|specify|contain|include|state|give|address|discuss|offer|indicate|tell|"
-    r"explain|cover|have|list|reveal|answer)"
+    r"explain|cover|have|list|reveal|answer|define|describe|detail|clarify|elaborate on|identify|show)"
     r"|\b(?:there is|there's|there are|there was) no (?:specific |additional |further |explicit |direct |"
     r"clear |relevant |detailed )?(?:information|mention|details?|data|evidence|answer)"
     r"|\bno (?:specific |relevant )?(?:information|mention|details?) (?:is|was|are|were|has been) "
@@ -204,6 +210,19 @@ _REFUSAL_RE = re.compile(
     r"|\b(?:unable to|cannot|can't|could not|couldn't) (?:be )?(?:answered|answer|determined|determine|"
     r"confirm|confirmed|verify|verified) (?:based on|from|with|using|given)"
     r"|\b(?:insufficient|not enough) information\b"
+    r"|\bnone of the (?:provided |given |above )?(?:passages|documents|sources|texts|articles|reviews|contexts)\b"
+    r"[^.;:]{0,40}?\b(?:provides?|mentions?|says?|contains?|gives?|discuss(?:es)?|includes?|address(?:es)?|specif(?:y|ies)"
+    r"|explains?|states?)\b"
+    # a fragment whose subject (the passage) was the previous claim: "…, but does not provide instructions on X"
+    r"|^(?:but |however,? |and )?(?:it |they |this |that )?(?:does|do|did)(?: not|n[’']t) "
+    r"(?:provide|give|offer|include|contain|mention|discuss|specify|explain) "
+    r"(?:any |specific |detailed |further |more |clear |explicit |additional )*"
+    r"(?:information|details?|instructions?|specifics|data|guidance|answer|steps|explanation)\b"
+    r"|\b(?:it is|it's|it’s) (?:impossible|not possible) to (?:provide|give|determine|say|answer|know|tell)\b"
+    # statements about the passages themselves: "Passage 3 provides the necessary information"
+    r"|\b(?:passages?|documents?|sources?|context|texts?|articles?)\b[^.;:]{0,20}?\b(?:provides?|gives?|contains?"
+    r"|repeats?|offers?) (?:the |all (?:the )?)?(?:same|necessary|relevant|required|needed|similar) "
+    r"(?:information|details|answer)\b"
     r"|根据(?:现有|已有|提供的|给定的|所给的?|上述)?(?:的)?(?:信息|资料|文档|文件|上下文|内容|材料)[^。]{0,12}无法"
     r"|无法(?:确定|回答|判断|得知|找到|确认|给出)|不知道|不清楚|不确定"
     r"|(?:没有|未|并未|没)(?:提及|提到|说明|给出|提供|找到|相关信息|足够的?信息|明确)|信息不足|文档中没有|资料中没有",
@@ -220,7 +239,10 @@ _FRAMING_RE = re.compile(
     r"|^(?:here(?:'s| is| are)|below (?:is|are)|the following)\b[^.]{0,150}[:：]$"
     r"|^(?:based on|according to) the (?:given |provided |above )?(?:passages?|context|information|"
     r"documents?|data|text|sources?|reviews?)[^.]{0,150}[:：]$"
-    r"|^[^.!?。！？]{1,60}[:：]\**$",
+    r"|^[^.!?。！？]{1,60}[:：]\**$"
+    # a line that announces what follows ("To make a graph, follow these steps:") asserts nothing itself;
+    # with a number in it, it still might ("the steps for Windows 7:")
+    r"|^[^\d.!?。！？]{1,200}[:：][*\"”']*$",
     re.IGNORECASE,
 )
 
@@ -237,9 +259,9 @@ def _load_weights(path: Path) -> tuple[dict[str, Any], str]:
     try:
         raw = path.read_bytes()
         weights = json.loads(raw)
-        for part, names in (("faithfulness", FAITH_FEATURES), ("relevance", RELEVANCE_FEATURES)):
-            if weights[part]["features"] != list(names) or len(weights[part]["coef"]) != len(names):
-                raise ValueError(f"{part} features do not match this code")
+        faith = weights["faithfulness"]
+        if faith["features"] != list(FAITH_FEATURES) or len(faith["coef"]) != len(FAITH_FEATURES):
+            raise ValueError("faithfulness features do not match this code")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         # Scoring must not stop because a data file is missing from an install; say so once, loudly.
         _log.warning("offline judge: cannot use weights %s (%s); using built-in defaults", path, exc)
@@ -267,7 +289,9 @@ def _weight(tok: str) -> int:
     return 10
 
 
-def _merge_polarity(into: dict[str, int], mixed: set[str], new: dict[str, int]) -> None:
+def _merge_polarity(
+    into: dict[tuple[str, ...], int], mixed: set[tuple[str, ...]], new: dict[tuple[str, ...], int]
+) -> None:
     for tok, pol in new.items():
         if tok in into and into[tok] != pol:
             mixed.add(tok)
@@ -315,9 +339,9 @@ class _Context:
         self.bigrams: set[tuple[str, str]] = set()
         self.all_tokens: set[str] = set()
         self.numbers: dict[str, set[str | None]] = {}
-        self.json_pol: dict[str, int] = {}
+        self.json_pol: dict[tuple[str, ...], int] = {}
         self.free_tokens: set[str] = set()
-        mixed: set[str] = set()
+        mixed: set[tuple[str, ...]] = set()
         postings = self.postings
         for ci, (text, an) in enumerate(zip(chunk_texts, analyses, strict=True)):
             for mention in an.numbers:
@@ -348,11 +372,11 @@ class _Context:
                         postings[t] = [si]
             if not pol:
                 self.free_tokens |= self.all_tokens
-        for tok in mixed:
-            self.json_pol.pop(tok, None)
-        for tok in list(self.json_pol):
-            if tok in self.free_tokens:  # the free text (a review) speaks about it: the key alone cannot decide
-                del self.json_pol[tok]
+        for key in mixed:
+            self.json_pol.pop(key, None)
+        for key in list(self.json_pol):
+            if all(t in self.free_tokens for t in key):  # the free text (a review) speaks about it too
+                del self.json_pol[key]
 
     def sentence_scores(self, claim_toks: Iterable[str], weights: dict[str, int]) -> dict[int, int]:
         """Weighted overlap of the claim with every sentence that shares at least one token with it."""
@@ -452,9 +476,11 @@ class ClaimAnalysis:
 #: Every refusal pattern contains one of these; checking them first skips the big regex for most claims.
 _REFUSAL_KEYS = (
     "know", "sure", "certain", "aware", "unable", "cannot", "can't", "n't", "not", "no ", "never", "fail",
-    "insufficient", "enough", "无法", "不", "没", "未",
+    "insufficient", "enough", "none of", "impossible", "possible", "information", "details", "answer", "无法", "不",
+    "没", "未",
 )  # fmt: skip
-_HAS_DIGIT_RE = re.compile(r"\d")
+#: Only a claim with a digit (or "seven days a week") can hold a citation or a neutral number.
+_HAS_DIGIT_RE = re.compile(r"\d|seven days", re.IGNORECASE)
 
 
 def is_unverifiable(text: str) -> bool:
@@ -489,6 +515,31 @@ def _numbers_check(num_toks: set[str], mentions: list[NumberMention], ctx: _Cont
         if known and not _units_compatible(m.unit, known):
             unit_bad = 1.0
     return missing / len(num_toks), unit_bad
+
+
+#: A claim that says a value is not known agrees with a null one.
+_UNKNOWN_RE = re.compile(
+    r"\b(?:unknown|unspecified|unclear|not (?:specified|mentioned|listed|provided|stated|known|indicated))\b", re.I
+)
+
+
+def _json_conflict(plain: str, tokset: set[str], negations: int, json_pol: dict[tuple[str, ...], int]) -> float:
+    """1 when the claim names a key of a structured chunk with the opposite polarity ("offers WiFi" against
+    ``"WiFi": "no"``), or asserts a value the record leaves null; keys whose polarity the claim leaves
+    unclear (the tail of a negated list) are not judged."""
+    negated, unclear = negation_reach(plain) if negations else (set(), set())
+    for key, pol in json_pol.items():
+        if not all(t in tokset for t in key):
+            continue
+        neg = any(t in negated for t in key)
+        if not neg and any(t in unclear for t in key):
+            continue
+        if pol == 0:
+            if _UNKNOWN_RE.search(plain) is None:
+                return 1.0
+        elif (pol < 0) != neg:
+            return 1.0
+    return 0.0
 
 
 def _longest_missing_run(toks: list[str], present: set[str], skip: set[str]) -> int:
@@ -554,7 +605,7 @@ def _analyse_claims(
         num_toks = {t for t in tokset if t[0] == "#"}
         mentions = sc.numbers
         num_missing, unit_bad = _numbers_check(num_toks, mentions, ctx)
-        digits_missing = any(m.value not in all_tokens for m in mentions)
+        digits_missing = any(m.value not in all_tokens and m.value not in question_toks for m in mentions)
         neg_flip = hedge_drop = modal_drop = 0.0
         # Rules look at the whole claim, question words included: "was not approved" negates words the
         # question ("was it approved?") already contains.
@@ -575,7 +626,7 @@ def _analyse_claims(
                     flips += (mine - theirs) % 2
                 if flips == len(twins):
                     neg_flip = 1.0
-            if not (sc.strong or sc.modal or sc.approx):
+            if not (sc.strong or sc.modal or sc.approx or sc.ranged):
                 bare = num_toks - sc.approx_numbers
                 if all(ctx.sent_strong[i] or (bare and bare & ctx.sent_approx_numbers(i)) for i in near):
                     hedge_drop = 1.0
@@ -590,14 +641,7 @@ def _analyse_claims(
             best_i = min(full_scores, key=lambda i: (-full_scores[i], i))
             if rest_total >= 10 and full_scores[best_i] >= 0.8 * rest_total:
                 entity_swap = 1.0 if ctx.sent_entities(best_i) - tokset else 0.0
-        json_conflict = 0.0
-        if ctx.json_pol:
-            negated = sc.negation_count % 2 == 1
-            for t in tokset:
-                pol = ctx.json_pol.get(t)
-                if pol is not None and (pol == 0 or (pol < 0) != negated):
-                    json_conflict = 1.0
-                    break
+        json_conflict = _json_conflict(plain, tokset, sc.negation_count, ctx.json_pol) if ctx.json_pol else 0.0
         strong = {t for t in check if weights[t] >= 10}
         miss_count = min(4, sum(1 for t in strong if t not in all_tokens)) / 4
         miss_run = min(3, _longest_missing_run(toks, all_tokens, given)) / 3
@@ -642,137 +686,11 @@ def _analyse_claims(
     return out
 
 
-# ---------------------------------------------------------------------------------------- relevance
-
-_QTYPE_NUMBER_RE = re.compile(
-    r"\bhow (?:many|much|long|old|far|tall|big|high|large|fast|often|deep|wide|heavy)\b|\bwhat (?:percentage|"
-    r"percent|number|amount|size|age|population|temperature)\b|多少|几[个次年岁位名天号人]|多大|多高|多长|多远|比例|人数|数量"
-)
-_QTYPE_DATE_RE = re.compile(
-    r"\bwhen\b|\bwhat (?:year|date|day|month|time|century)\b|\bwhich year\b|什么时候|何时|哪[一]?年|哪天|几月|日期|时间"
-)
-_QTYPE_PERSON_RE = re.compile(r"\bwho(?:m|se)?\b|谁|哪位|什么人")
-_QTYPE_PLACE_RE = re.compile(
-    r"\bwhere\b|\bwhat (?:country|city|state|place)\b|\bwhich (?:country|city|state)\b"
-    r"|哪里|哪儿|在哪|哪个(?:国家|城市|省|地方)|什么地方"
-)
-_DATE_IN_TEXT_RE = re.compile(
-    r"\b(?:1[5-9]\d\d|20\d\d)\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d"
-    r"|\d{4}年|\d{1,2}月\d{1,2}日|\d{1,2}月",
-    re.IGNORECASE,
-)
-_NUMBER_IN_TEXT_RE = re.compile(r"\d|[一二三四五六七八九十百千万亿]+[个人次年岁名位万亿]")
-_NAME_IN_TEXT_RE = re.compile(r"(?<=[a-z,] )[A-Z][a-z]+(?: [A-Z][a-z]+)+")
-_PLACE_IN_TEXT_RE = re.compile(r"\b(?:in|at|near|from) [A-Z][a-z]+|[省市县区州国城镇村]")
-
-
-#: A chunk that says what something *is* ("X is a …", "X是一种…") near its start tends to answer questions.
-_DEFINITION_RE = re.compile(r"\b(?:is|are|was|were)\s+(?:a|an|the|one)\b|是一|是指|指的是|是由", re.IGNORECASE)
-_WHY_Q_RE = re.compile(r"\bwhy\b|为什么|为何", re.IGNORECASE)
-_WHY_A_RE = re.compile(
-    r"\b(?:because|due to|since|as a result|caused by|so that|in order to)\b|因为|由于|所以|导致", re.I
-)
-_HOW_Q_RE = re.compile(
-    r"\bhow\b(?! (?:many|much|long|old|far|tall|big|high|large|fast|often|deep|wide|heavy))|如何|怎么|怎样",
-    re.IGNORECASE,
-)
-_HOW_A_RE = re.compile(r"\b(?:by|through|using|via|when|process|formed|caused|made)\b|通过|利用|方法", re.I)
-
-
-#: Chinese question words ("谁", "哪个", "多少" …) are bigram-tokenised like content; no answer contains them.
-_INTERROGATIVE_RE = re.compile(r"[谁哪吗呢么]|多少|几[个次年岁位名天号人]|如何|为何")
-
-
-def _why_how(question: str, text: str) -> float:
-    """1 when a "why" question meets a chunk giving a cause, or a "how" question one describing a means."""
-    if _WHY_Q_RE.search(question):
-        return 1.0 if _WHY_A_RE.search(text) else 0.0
-    if _HOW_Q_RE.search(question):
-        return 1.0 if _HOW_A_RE.search(text) else 0.0
-    return 0.0
-
-
-def _type_match(question: str, text: str) -> float:
-    """1 when the question asks for a number/date/person/place and the chunk has one; 0 otherwise."""
-    q = question.lower()
-    if _QTYPE_DATE_RE.search(q):
-        return 1.0 if _DATE_IN_TEXT_RE.search(text) else 0.0
-    if _QTYPE_NUMBER_RE.search(q):
-        return 1.0 if _NUMBER_IN_TEXT_RE.search(text) else 0.0
-    if _QTYPE_PERSON_RE.search(q):
-        return 1.0 if _NAME_IN_TEXT_RE.search(text) else 0.0
-    if _QTYPE_PLACE_RE.search(q):
-        return 1.0 if _PLACE_IN_TEXT_RE.search(text) else 0.0
-    return 0.0
-
-
-def relevance_features(
-    question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis] | None = None
-) -> list[list[float]]:
-    """Features of each text's relevance to ``question``; IDF comes from the texts themselves.
-
-    Using the candidate set as the IDF corpus needs no download and is exactly what separates candidates:
-    a word every chunk shares (the topic) weighs little, a word only some chunks share weighs a lot.
-    ``analyses`` (from :func:`analyse_text`) may be passed when the caller already has them.
-    """
-    if analyses is None:
-        analyses = [analyse_text(t) for t in texts]
-    q_toks = [t for t in content_tokens(question) if not _INTERROGATIVE_RE.search(t)]
-    q_set = set(q_toks)
-    q_bigrams = set(itertools.pairwise(q_toks))
-    docs = [an.all_tokens() for an in analyses]
-    n = len(docs)
-    df: dict[str, int] = {}
-    for toks in docs:
-        for t in q_set.intersection(toks):
-            df[t] = df.get(t, 0) + 1
-    # prior weight × smoothed local IDF (BM25's, floored so that a word in every chunk still counts a bit)
-    idf = {t: _weight(t) * max(0.25, math.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in q_set}
-    idf_total = math.fsum(idf.values())  # fsum: exact, so independent of the set's iteration order
-    prior_total = sum(_weight(t) for t in q_set)
-    avg_len = (sum(len(d) for d in docs) / n) if n else 1.0
-    k1, b = 1.2, 0.75
-    out = []
-    for text, toks, an in zip(texts, docs, analyses, strict=True):
-        if not q_set or not toks:
-            out.append([0.0] * len(RELEVANCE_FEATURES))
-            continue
-        tf: dict[str, int] = {}
-        for t in toks:
-            if t in q_set:
-                tf[t] = tf.get(t, 0) + 1
-        q_cov = sum(_weight(t) for t in tf) / prior_total
-        q_cov_idf = sum(idf[t] for t in tf) / idf_total if idf_total else 0.0
-        norm = k1 * (1 - b + b * len(toks) / max(avg_len, 1.0))
-        bm25 = sum(idf[t] * f * (k1 + 1) / (f + norm) for t, f in tf.items()) / ((k1 + 1) * idf_total)
-        phrase = sum(1 for bg in itertools.pairwise(toks) if bg in q_bigrams)
-        q_phrase = min(1.0, phrase / len(q_bigrams)) if q_bigrams else q_cov
-        best_sent = 0.0
-        if idf_total:
-            for sent in an.tokens:
-                if sent:
-                    best_sent = max(best_sent, math.fsum(idf[t] for t in q_set.intersection(sent)) / idf_total)
-        definitional = 1.0 if _DEFINITION_RE.search(text, 0, 200) else 0.0
-        out.append(
-            [
-                q_cov,
-                q_cov_idf,
-                bm25,
-                q_phrase,
-                best_sent,
-                _type_match(question, text),
-                definitional,
-                _why_how(question, text),
-            ]
-        )
-    return out
-
-
 # ---------------------------------------------------------------------------------------------- judge
 
 
 def faithfulness(analyses: Sequence[ClaimAnalysis]) -> tuple[float, str, set[str]]:
-    """supported / (claims − unverifiable), its explanation, and the chunks the supported claims came from.
+    """supported / (claims − unverifiable); its explanation; and the chunks the supported claims came from.
 
     1.0 when nothing verifiable was said (a refusal, meta statements): nothing was invented. Shared by every
     judge built on these claim analyses, so the definition cannot drift between them.
@@ -821,39 +739,37 @@ def build_verdict(
 class OfflineJudge:
     """Faithfulness, chunk relevance, Context Precision@K and answer relevance, offline.
 
-    ``k`` is the K of Context Precision@K. ``version`` carries a hash of the weights, so scores from a
-    re-trained judge are never mixed with older ones.
+    ``k`` is the K of Context Precision@K. ``version`` carries a hash of the weights (faithfulness and
+    relevance), so scores from a re-trained judge are never mixed with older ones.
     """
 
     name = "offline"
 
-    def __init__(self, k: int = 3, weights_path: Path | str | None = None) -> None:
+    def __init__(
+        self,
+        k: int = 3,
+        weights_path: Path | str | None = None,
+        relevance_weights_path: Path | str | None = None,
+    ) -> None:
         if k < 1:
             raise ValueError("k must be at least 1")
         self.k = k
         self._weights, digest = _load_weights(Path(weights_path) if weights_path else WEIGHTS_PATH)
-        self.version = f"1+{digest}"
+        self._relevance = RelevanceScorer(relevance_weights_path)
+        self.version = f"1+{digest}+{self._relevance.digest}"
         faith = self._weights["faithfulness"]
         self._coef = [float(c) for c in faith["coef"]]
         self._intercept = float(faith["intercept"])
         self.threshold = float(faith.get("threshold", 0.5))
-        rel = self._weights["relevance"]
-        self._rel_coef = [float(c) for c in rel["coef"]]
-        self._rel_intercept = float(rel["intercept"])
 
     # -- relevance
 
     def relevance(
         self, question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis] | None = None
     ) -> list[float]:
-        """Graded relevance (0..1) of each text to the question, calibrated on labelled pairs."""
-        feats = relevance_features(question or "", texts, analyses)
-        return [
-            _sigmoid(self._rel_intercept + sum(c * f for c, f in zip(self._rel_coef, fs, strict=True)))
-            if text and text.strip()
-            else 0.0  # a chunk without text (hashed away, or empty) cannot be relevant
-            for text, fs in zip(texts, feats, strict=True)
-        ]
+        """Graded relevance (0..1) of each text to the question (:mod:`ragwatch.judges.relevance`); a chunk
+        without text (hashed away, or empty) cannot be relevant."""
+        return self._relevance.score(question or "", texts, analyses)
 
     # -- faithfulness
 
@@ -903,7 +819,7 @@ class OfflineJudge:
         else:
             a_set = set(content_tokens(answer))
             cov = sum(_weight(t) for t in q_set & a_set) / sum(_weight(t) for t in q_set)
-            type_ok = _type_match(question, answer)
+            type_ok = type_match(question, answer)
             base = 0.5 + 0.35 * min(1.0, cov / 0.6) + 0.15 * type_ok
             if len(analyses) <= 2 and not share_refusal:  # a short direct answer rarely repeats the question
                 base = max(base, 0.75)

@@ -4,7 +4,7 @@ The offline judge has no model, so everything it knows about a sentence comes fr
 deliberately simple and symmetric — the same function normalises the claim and the context, so a quirk of
 the stemmer costs nothing as long as both sides share it:
 
-* English: lower-cased words (camelCase split, so a JSON key ``RestaurantsTakeOut`` matches "take out"),
+* English: lower-cased words (camelCase split, so a JSON key ``RestaurantsTakeOut`` matches "takeout"),
   a light suffix-stripping stemmer, a stopword list; month abbreviations and small number words are
   folded to one spelling ("Feb" = "february", "nine" = "9").
 * CJK: overlapping character bigrams (a lone character stays a unigram); bigrams made only of function
@@ -37,6 +37,7 @@ __all__ = [
     "json_polarity",
     "modal_hedge",
     "negation_count",
+    "negation_reach",
     "negation_scopes",
     "number_hedged",
     "numbers",
@@ -164,6 +165,15 @@ def stem(word: str) -> str:
     return w
 
 
+def _clock(raw: str, suffix: str) -> str:
+    """A 12-hour time as a 24-hour one: ("5", "pm") → "17:00", ("12:30", "am") → "0:30"."""
+    hour, _, minute = raw.partition(":")
+    if not hour.isdigit() or (minute and not minute.isdigit()):
+        return raw
+    h = int(hour) % 12 + (12 if suffix.lower().startswith("p") else 0)
+    return f"{h}:{int(minute or 0):02d}"
+
+
 def _number_token(raw: str) -> str:
     """One spelling per value: ``1,523`` → ``#1523``; ``4.0`` → ``#4``; times keep their colon."""
     if "," in raw:  # "1,523" is one number; "3,4" in a list keeps the first (the caller splits lists)
@@ -189,8 +199,12 @@ def _word_tokens(word: str) -> tuple[str, ...]:
     parts = [word]
     if not word.islower() and not word.isupper():
         split = _CAMEL_RE.findall(word)
-        if all(len(p) >= 3 for p in split):  # "TakeOut" splits, "WiFi" and "iPhone" stay whole
+        if all(len(p) >= 3 for p in split):  # "OutdoorSeating" splits, "WiFi" and "iPhone" stay whole
             parts = split
+            if "Take" in parts and "Out" in parts:  # one word in prose ("takeout", "take-out")
+                i = parts.index("Take")
+                if parts[i + 1 : i + 2] == ["Out"]:
+                    parts[i : i + 2] = ["takeout"]
     out = []
     for part in parts:
         low = part.lower().replace("’", "'")
@@ -302,6 +316,10 @@ _UNITS = {
     "times": "times",
     "stars": "star",
     "star": "star",
+    "am": "time",
+    "pm": "time",
+    "a.m.": "time",
+    "p.m.": "time",
 }
 _UNIT_ALT = "|".join(sorted((re.escape(u) for u in _UNITS if u not in "$€£"), key=len, reverse=True))
 _SCALES = ("million", "billion", "trillion", "thousand")
@@ -320,20 +338,31 @@ class NumberMention:
 # cheaper than a case-insensitive alternation regex over the whole text); Chinese cues use small regexes.
 
 _NEG_WORDS = _wordset(
-    "not no never none nobody nothing neither nor without cannot lack lacks lacking absent avoid avoids avoiding"
+    "not no never none nobody nothing neither without cannot lack lacks lacking absent avoid avoids avoiding"
 )
 #: Strong hedges: the context says something is expected, planned or estimated, not that it happened.
 _STRONG_WORDS = _wordset(
     "expected expects estimated estimates projected forecast anticipated predicted reportedly allegedly rumored "
     "rumoured planned"
 )
-_STRONG_PAIRS = frozenset({("plans", "to"), ("plan", "to"), ("scheduled", "to"), ("poised", "to")})
+_STRONG_PAIRS = frozenset(
+    {("plans", "to"), ("plan", "to"), ("scheduled", "to"), ("scheduled", "for"), ("poised", "to")}
+)
 #: Modal hedges: possibility rather than fact ("may", 可能). Weaker: writers paraphrase "may" as "can".
 _MODAL_WORDS = _wordset("may might could possibly possible probably potentially perhaps likely unlikely")
 #: Approximators that soften the number after them: "about 30", "more than 5", "约30", "30左右".
-_APPROX_WORDS = _wordset("about around approximately roughly nearly almost some")
+_APPROX_WORDS = _wordset("about around approximately roughly nearly almost some over under upwards")
 _APPROX_PAIRS = frozenset(
-    {("close", "to"), ("more", "than"), ("less", "than"), ("at", "least"), ("at", "most"), ("an", "estimated")}
+    {
+        ("close", "to"),
+        ("more", "than"),
+        ("less", "than"),
+        ("fewer", "than"),
+        ("at", "least"),
+        ("at", "most"),
+        ("an", "estimated"),
+        ("up", "to"),
+    }
 )
 _APPROX_NOUNS = _wordset("a an one two three four five six seven eight nine ten half few dozen")
 
@@ -347,7 +376,13 @@ _STRONG_ZH_RE = re.compile(r"预计|或将|有望|预期|预测|估计|据称|�
 _MODAL_ZH_RE = re.compile(r"可能|或许|也许|大概")
 _APPROX_ZH_RE = re.compile(r"(?:[约近逾超]|大约|多达|约为)\s?(\d[\d,.]*)|(\d[\d,.]*)[^\d，。,.]{0,3}左右")
 _HAS_CJK_RE = re.compile(f"[{CJK_CHARS}]")
-_SCOPE_END_RE = re.compile(r"[,.;:!?，。；：！？()（）]")
+#: A negation governs its own clause: punctuation or a conjunction that starts another clause ends it.
+_SCOPE_END_RE = re.compile(
+    r"[,.;:!?，。；：！？()（）]|\b(?:but|while|whereas|because|although|though|which|so|yet)\b|但|却"
+)
+#: "as" ends a scope only after it governed a word: "not physically connected as they are discrete" (but
+#: "not as big as" keeps "big").
+_SCOPE_AS_RE = re.compile(r"\bas\b")
 
 _NONE, _NEG, _MODAL, _STRONG, _APPROX_NOUN = 0, 1, 2, 3, 4
 
@@ -355,6 +390,8 @@ _NONE, _NEG, _MODAL, _STRONG, _APPROX_NOUN = 0, 1, 2, 3, 4
 @lru_cache(maxsize=131072)
 def _word_info(word: str) -> tuple[tuple[str, ...], int, str]:
     """Tokens of a raw word, its cue class and its lower-case form, memoised (words repeat a lot)."""
+    if "." in word:  # "U.S." is "US"
+        word = word.replace(".", "")
     low = word.lower()
     if low in _NEG_WORDS or low.endswith(("n't", "n’t")):
         cue = _NEG
@@ -375,7 +412,7 @@ def _word_info(word: str) -> tuple[tuple[str, ...], int, str]:
 _SCAN_RE = re.compile(
     r"([$€£])?[ ]?(\d+(?:[.,:]\d+)*)(?:[ \t-]?(?i:(" + _UNIT_ALT + r"))(?![A-Za-z]))?"
     rf"|([{CJK_CHARS}]+)"
-    r"|([A-Za-z]+(?:['’][A-Za-z]+)*)"
+    r"|([A-Za-z]+(?:['’][A-Za-z]+)*(?:\.(?<=\b[A-Za-z]\.)(?:[A-Za-z]\.)+)?)"  # a dotted acronym ("U.S.") is a word
 )
 #: Hyphenated spellings that are one word elsewhere ("Wi-Fi" = "WiFi", "e-mail" = "email").
 _HYPHEN_COMPOUND_RE = re.compile(r"\b(wi-fi|e-mail|on-line|web-site|take-out|check-in|check-out)\b", re.IGNORECASE)
@@ -384,7 +421,15 @@ _HYPHEN_COMPOUND_RE = re.compile(r"\b(wi-fi|e-mail|on-line|web-site|take-out|che
 def _join_compound(m: re.Match[str]) -> str:
     """Same length out as in, so offsets stay offsets into the original text."""
     word = m.group().replace("-", "")
-    return "take out" if word.lower() == "takeout" else word + " "
+    return word + " "
+
+
+def _word_before(text: str, pos: int) -> bool:
+    """Whether only spaces separate ``pos`` from the word before it."""
+    k = pos
+    while k > 0 and text[k - 1] == " ":
+        k -= 1
+    return k > 0 and text[k - 1].isalpha()
 
 
 def _blank(m: re.Match[str]) -> str:
@@ -408,6 +453,7 @@ class Scan:
     approx_numbers: set[str]
     positions: list[int] | None = None
     negations: list[int] | None = None
+    ranged: bool = False
 
 
 def scan(text: str, positions: bool = False) -> Scan:
@@ -426,9 +472,9 @@ def scan(text: str, positions: bool = False) -> Scan:
     pos_list: list[int] | None = [] if positions else None
     neg_list: list[int] | None = [] if positions else None
     negs = 0
-    strong = modal = approx = False
+    strong = modal = approx = ranged = False
     work = _HYPHEN_COMPOUND_RE.sub(_join_compound, text) if "-" in text else text
-    prev1 = prev2 = ""
+    prev1 = prev2 = prev_num = ""
     for m in _SCAN_RE.finditer(work):
         cur, num, unit, cjk, word = m.groups()
         before = len(tokens)
@@ -436,24 +482,37 @@ def scan(text: str, positions: bool = False) -> Scan:
             toks, cue, low = _word_info(word)
             if cue:
                 if cue == _NEG:
-                    negs += 1
-                    if neg_list is not None:
-                        neg_list.append(m.start())
+                    if low != "no" or not work.startswith("-", m.end()):  # "no-fly list" negates nothing
+                        negs += 1
+                        if neg_list is not None:
+                            neg_list.append(m.start())
                 elif cue == _MODAL:
                     modal = True
                 elif cue == _STRONG:
                     strong = True
                 elif prev1 in _APPROX_WORDS:  # "about an hour", "around half"
                     approx = True
-            elif low == "to" and (prev1, low) in _STRONG_PAIRS:
+            elif low in ("to", "for") and (prev1, low) in _STRONG_PAIRS and prev2 != "you":  # not "if you plan to"
                 strong = True
             extend(toks)
             prev2, prev1 = prev1, low
         elif num is not None:
-            approximated = prev1 in _APPROX_WORDS or (prev2, prev1) in _APPROX_PAIRS
+            start = m.start()
+            # an approximator right before the number ("about 30", not 'blog about "100 Days"')
+            approximated = (prev1 in _APPROX_WORDS or (prev2, prev1) in _APPROX_PAIRS) and _word_before(work, start)
             approx = approx or approximated
-            pieces = num.split(",") if "," in num and not _THOUSANDS_RE.match(num) else (num,)
+            # "6 to 8 minutes", "4-6": a range is itself imprecise (but "2022-01-18" is a date)
+            hyphen_range = prev1 == "#" and start > 1 and work[start - 1] in "-–" and work[start - 2].isdigit()
+            ranged = ranged or (hyphen_range and num[0] != "0" != prev_num[0]) or (prev1 == "to" and prev2 == "#")
+            prev_num = num
+            if ":" in num and "." in num.split(":", 1)[0]:
+                pieces = num.split(".", 1)  # "2012.12:01": a date run into a time
+            else:
+                pieces = num.split(",") if "," in num and not _THOUSANDS_RE.match(num) else (num,)
             norm_unit = _UNITS.get(unit.lower()) if unit else None
+            if norm_unit == "time":  # "5:30 pm" is "17:30", as a 24-hour clock (or a JSON record) writes it
+                pieces = (*pieces[:-1], _clock(pieces[-1], unit))
+                norm_unit = unit = None
             if norm_unit == "year" and unit == "年" and len(num) == 4:
                 norm_unit = None  # "2019年" is a date, not a duration
             if cur:  # "$5 million" is "usd million": a currency never hides the scale word after it
@@ -504,7 +563,7 @@ def scan(text: str, positions: bool = False) -> Scan:
             approx = True
             raw = (m.group(1) or m.group(2)).rstrip(".,")
             approx_numbers.update(t for t in scan(raw).tokens if t[0] == "#")
-    return Scan(tokens, mentions, negs, strong, modal, approx, approx_numbers, pos_list, neg_list)
+    return Scan(tokens, mentions, negs, strong, modal, approx, approx_numbers, pos_list, neg_list, ranged)
 
 
 def content_tokens(text: str) -> list[str]:
@@ -523,25 +582,85 @@ def negation_count(text: str) -> int:
 
 
 def negation_scopes(text: str) -> list[set[str]]:
-    """For each negator, the content tokens it governs (up to four, not past punctuation).
+    """For each negator, the content tokens it governs (up to four, within its clause) that ``text`` does not
+    also state un-negated.
 
     Comparing parities of whole sentences misfires on "bake until dry but not toasted" against "bake until
     dry": the negation there is about a word the claim never mentions. The judge only counts negators whose
-    scope shares a token with the other side.
+    scope shares a token with the other side. A word the text also says plainly is no negated fact either:
+    "amino acids can be made by the body, while others cannot be made by the body".
     """
     sc = scan(text, positions=True)
     assert sc.positions is not None and sc.negations is not None
-    out = []
+    positions, tokens = sc.positions, sc.tokens
+    scopes = []
+    inside: set[int] = set()
     for pos in sc.negations:
         cut = _SCOPE_END_RE.search(text, pos, pos + 40)
         stop = cut.start() if cut else pos + 40
-        i = bisect_right(sc.positions, pos)
+        after_as = _SCOPE_AS_RE.search(text, pos, stop)
+        i = bisect_right(positions, pos)
         scope: set[str] = set()
-        while i < len(sc.positions) and sc.positions[i] < stop and len(scope) < 4:
-            scope.add(sc.tokens[i])
+        while i < len(positions) and positions[i] < stop and len(scope) < 4:
+            if after_as and positions[i] > after_as.start() and scope:
+                break
+            scope.add(tokens[i])
+            inside.add(i)
             i += 1
-        out.append(scope)
-    return out
+        scopes.append(scope)
+    if not scopes:
+        return scopes
+    plain = {t for i, t in enumerate(tokens) if i not in inside}
+    return [scope - plain for scope in scopes]
+
+
+#: A negated copula also negates its subject: "WiFi is not available".
+_COPULA_NEG_RE = re.compile(
+    r"\b(?:is|are|was|were)(?: currently| also| still)? (?=not\b)|\b(?:isn|aren|wasn|weren)(?=['’]t\b)"
+)
+#: What ends the reach of a negation over a list: the sentence, or a contrast.
+_REACH_END_RE = re.compile(r"[.;!?。；！？]|\b(?:but|while|whereas|although|though|however|yet|instead)\b")
+
+
+def negation_reach(text: str) -> tuple[set[str], set[str]]:
+    """Tokens ``text`` negates, and tokens whose polarity it leaves unclear.
+
+    Negated: a negator's scope (:func:`negation_scopes`) and the subject of a negated copula ("WiFi is not
+    available"). Unclear: the rest of the sentence after a negator, up to a contrast ("no WiFi,
+    reservations or music" negates all three; "does not take reservations, offers outdoor seating" only
+    the first) — a checker should not decide on those.
+    """
+    sc = scan(text, positions=True)
+    assert sc.positions is not None and sc.negations is not None
+    if not sc.negations:
+        return set(), set()
+    positions, tokens = sc.positions, sc.tokens
+    negated: set[str] = set().union(*negation_scopes(text))
+    unclear: set[str] = set()
+    for pos in sc.negations:
+        end = _REACH_END_RE.search(text, pos)
+        stop = end.start() if end else len(text)
+        i = bisect_right(positions, pos)
+        while i < len(positions) and positions[i] < stop:
+            unclear.add(tokens[i])
+            i += 1
+        copulas = list(_COPULA_NEG_RE.finditer(text, max(0, pos - 30), pos + 8))
+        cop = copulas[-1] if copulas else None
+        if cop is not None and cop.end() >= pos - 1:
+            # the subject: a short clause before the copula is all subject ("valet and garage parking options
+            # are not available"), in a longer one only its last two words surely are; what comes before a
+            # comma may be a list the negation also covers ("street parking, lot parking and valet are not")
+            start = max(text.rfind(".", 0, cop.start()), text.rfind(";", 0, cop.start()))
+            comma = text.rfind(",", max(start, 0), cop.start())
+            before = [tokens[k] for k, p in enumerate(positions) if start < p < max(comma, start + 1)]
+            subject = [tokens[k] for k, p in enumerate(positions) if max(comma, start) < p < cop.start()]
+            unclear.update(before)
+            if len(subject) <= 4:
+                negated.update(subject)
+            else:
+                negated.update(subject[-2:])
+                unclear.update(subject[:-2])
+    return negated, unclear - negated
 
 
 def hedge_count(text: str) -> int:
@@ -573,12 +692,16 @@ def number_hedged(text: str) -> bool:
 _ENTITY_RE = re.compile(r"(?<![.!?。！？]\s)(?<!^)\b[A-Z][a-zA-Z]+\b|\b[A-Z]{2,}\b")
 
 
+#: Capitalised words that name a unit, not an entity ("58 degrees Fahrenheit").
+_NOT_ENTITIES = frozenset({"fahrenheit", "celsius", "kelvin"})
+
+
 def entity_tokens(text: str) -> set[str]:
     """Normalised tokens of capitalised words that are not sentence-initial: a cheap named-entity proxy."""
     out: set[str] = set()
     for m in _ENTITY_RE.finditer(text):
         out.update(_word_tokens(m.group()))
-    return out
+    return out - _NOT_ENTITIES
 
 
 # ---------------------------------------------------------------------------------- context sentences
@@ -656,21 +779,27 @@ def analyse_text(text: str) -> TextAnalysis:
 _JSON_PAIR_RE = re.compile(r'"([A-Za-z][A-Za-z0-9_ ]{0,40})"\s*:\s*(true|false|null|"[^"\n]{0,40}"|[{\[\d-])')
 _KEY_SPLIT_RE = re.compile(r"[_\s]+")
 _NEGATIVE_VALUES = frozenset({"no", "none", "false", "n/a", "", "0"})
+#: A string value that reads as a setting ("free", "no", "u'beer_and_wine'"), not as a name or a date.
+_SETTING_VALUE_RE = re.compile(r"^(?:u?')?([a-z_/]{0,20})'?$")
+#: Key words that only say which record a key belongs to ("RestaurantsTakeOut" is about take-out).
+_KEY_PREFIXES = frozenset({"restaurant", "business"})
 
 
-def json_polarity(text: str) -> tuple[dict[str, int], str]:
+def json_polarity(text: str) -> tuple[dict[tuple[str, ...], int], str]:
     """Polarity of the keys of JSON objects in ``text``, and ``text`` with those keys blanked out.
 
     Structured chunks (a product record, a business listing) state facts as ``"WiFi": "no"`` or
-    ``"street": false``; an answer saying "offers WiFi" mentions the key and so *looks* supported to a
-    lexical judge. Polarity per key token: +1 (true or a value), -1 (false, "no", "none"), 0 (null: not
-    known — asserting either way is unsupported). Nested objects and lists give no polarity to their key.
-    A token under keys of different polarities is dropped, it cannot decide anything.
+    ``"OutdoorSeating": false``; an answer saying "offers WiFi" mentions the key and so *looks* supported to a
+    lexical judge. Each key is the tuple of its word tokens (less a record prefix such as "Restaurants"), so
+    a claim must name the whole key ("outdoor seating", not just "seating") to be checked against it.
+    Polarity: +1 (true or a setting such as "free"), -1 (false, "no", "none"), 0 (null: not known —
+    asserting either way is unsupported). Names, addresses, numbers, nested objects and lists give no
+    polarity. A key seen with different polarities is dropped, it cannot decide anything.
     """
     if '":' not in text and '" :' not in text:
         return {}, text
-    polarity: dict[str, int] = {}
-    mixed: set[str] = set()
+    polarity: dict[tuple[str, ...], int] = {}
+    mixed: set[tuple[str, ...]] = set()
     pieces = []
     pos = 0
     for m in _JSON_PAIR_RE.finditer(text):
@@ -678,22 +807,23 @@ def json_polarity(text: str) -> tuple[dict[str, int], str]:
         pieces.append(text[pos : m.start(1)])
         pieces.append(" " * len(key))
         pos = m.end(1)
-        if value in ("{", "[") or value[0].isdigit() or value == "-":
-            continue
         if value == "null":
             pol = 0
-        elif value == "false" or (value.startswith('"') and value.strip('"').strip().lower() in _NEGATIVE_VALUES):
-            pol = -1
-        else:
+        elif value == "true":
             pol = 1
-        toks = [t for part in _KEY_SPLIT_RE.split(key) for t in _word_tokens(part)]
+        elif value == "false":
+            pol = -1
+        elif value[0] == '"' and (setting := _SETTING_VALUE_RE.match(value.strip('"').strip())) is not None:
+            pol = -1 if setting.group(1) in _NEGATIVE_VALUES else 1
+        else:
+            continue
+        toks = tuple(t for part in _KEY_SPLIT_RE.split(key) for t in _word_tokens(part) if t not in _KEY_PREFIXES)
         if not toks:
             continue
-        tok = toks[-1]  # the head noun: "BusinessParking" is about parking, not about "business"
-        if tok in polarity and polarity[tok] != pol:
-            mixed.add(tok)
-        polarity[tok] = pol
+        if toks in polarity and polarity[toks] != pol:
+            mixed.add(toks)
+        polarity[toks] = pol
     pieces.append(text[pos:])
-    for tok in mixed:
-        polarity.pop(tok, None)
+    for toks in mixed:
+        polarity.pop(toks, None)
     return polarity, "".join(pieces)
