@@ -26,7 +26,7 @@ from .run import _RUN, Run
 if TYPE_CHECKING:
     from .watch import RagWatch
 
-__all__ = ["Call", "GenerateCall", "PipelineCall", "RetrieveCall", "is_stream"]
+__all__ = ["Call", "DegradedRetrieveCall", "GenerateCall", "PipelineCall", "RetrieveCall", "is_stream"]
 
 _perf = time.perf_counter
 _CANCELLED = (GeneratorExit, asyncio.CancelledError)
@@ -247,12 +247,6 @@ class RetrieveCall(Call):
             self.active = True
         self.start = _perf()
 
-    def done(self, result: Any) -> Any:
-        mode = self.rw._mode
-        if mode is not None and mode.degraded:
-            result = self.rw._degraded_result(self.run.question if self.run else None, result)
-        return Call.done(self, result)
-
     def on_item(self, item: Any) -> None:
         if self._items is None:
             self._items = []
@@ -292,6 +286,17 @@ class RetrieveCall(Call):
         span.set_attribute(sc.RETRIEVAL_DOCUMENTS, sc.documents_json(shown))
         if self.rw.settings.capture_chunk_text:
             span.set_attribute(sc.RETRIEVAL_TEXTS, [c.text for c in shown])
+
+
+class DegradedRetrieveCall(RetrieveCall):
+    """A retriever call that began while the service was degraded: its result passes the degraded-mode
+    retrieval policies (score floor, reranker). A class of its own so normal calls pay nothing for it."""
+
+    __slots__ = ()
+
+    def done(self, result: Any) -> Any:
+        result = self.rw._degraded_result(self.run.question if self.run else None, result)
+        return Call.done(self, result)
 
 
 class GenerateCall(Call):

@@ -34,7 +34,7 @@ from .run import Run
 from .sample import Limits, build_sample, encode_sample
 from .sampling import REASONS, Sampler
 from .settings import Settings, load_settings
-from .stages import Call, GenerateCall, PipelineCall, RetrieveCall
+from .stages import Call, DegradedRetrieveCall, GenerateCall, PipelineCall, RetrieveCall
 
 __all__ = ["RagWatch", "Scope"]
 
@@ -253,14 +253,17 @@ class RagWatch:
         """Watch a retriever (sync, async or a generator of chunks); its result is returned unchanged."""
 
         def begin(args: tuple, kwargs: dict) -> Call:
-            if self._mode is not None and self._mode.degraded and self.settings.degraded_top_k is not None:
+            degraded = self._mode is not None and self._mode.degraded
+            if degraded and self.settings.degraded_top_k is not None:
                 for key in ("top_k", "k"):
                     if key in kwargs:
                         kwargs[key] = self.settings.degraded_top_k  # the call below receives this dict
             top_k = None
             if kwargs:
                 top_k = kwargs["top_k"] if "top_k" in kwargs else kwargs.get("k")
-            call = RetrieveCall(self, top_k if isinstance(top_k, int) else None, name)
+            call = (DegradedRetrieveCall if degraded else RetrieveCall)(
+                self, top_k if isinstance(top_k, int) else None, name
+            )
             run = call.run
             if run is not None and run.question is None:
                 run.question = _question(args, kwargs)
