@@ -2,11 +2,9 @@
 
 The request thread only appends ``(run, reason)`` to a ``deque`` — O(1), no I/O, no lock of ours (the
 deque's append is atomic under the GIL). A daemon thread builds samples (normalise, truncate, redact,
-encode) in batches and hands each to a second daemon thread that writes it to the queue, so the next batch
-is built while Redis stores the previous one (building and writing take about as long each; in sequence
-they would halve the throughput). When Redis is down or slow the flusher backs off exponentially with
-jitter and keeps at most two built batches for retry; meanwhile the buffer fills up to its bound and then
-drops its *oldest* entries, each drop counted by reason. Nothing here ever raises into the host.
+encode) and writes them to the queue in pipelined batches. When Redis is down or slow the flusher backs
+off exponentially with jitter and keeps one batch for retry; meanwhile the buffer fills up to its bound and
+then drops its *oldest* entries, each drop counted by reason. Nothing here ever raises into the host.
 
 Shutdown flushes with a deadline (registered with :mod:`atexit`), so a dead Redis never hangs the host's
 exit. After ``fork()`` the child starts with an empty buffer and its own flusher: the parent's samples
@@ -35,41 +33,6 @@ __all__ = ["Producer"]
 log = logging.getLogger("ragwatch.producer")
 
 Build = Callable[[Run, str], bytes]
-
-
-class _Writer:
-    """A daemon thread that runs ``queue.add`` for one batch at a time while the flusher builds the next."""
-
-    def __init__(self, queue: Queue) -> None:
-        self._queue = queue
-        self._job: list[bytes] | None = None
-        self._error: BaseException | None = None
-        self._ready = threading.Event()
-        self._done = threading.Event()
-        self._done.set()
-        self._thread = threading.Thread(target=self._loop, name="ragwatch-writer", daemon=True)
-        self._thread.start()
-
-    def start(self, payloads: list[bytes]) -> None:
-        self._done.clear()
-        self._job, self._error = payloads, None
-        self._ready.set()
-
-    def wait(self) -> BaseException | None:
-        """Block until the batch is written; its error, if any (the batch is then not in the queue)."""
-        self._done.wait()
-        return self._error
-
-    def _loop(self) -> None:
-        while True:
-            self._ready.wait()
-            self._ready.clear()
-            try:
-                self._queue.add(self._job or [])
-            except BaseException as exc:  # handed to the flusher, which counts and retries
-                self._error = exc
-            self._job = None
-            self._done.set()
 
 
 class Producer:
@@ -112,9 +75,7 @@ class Producer:
     def _reset(self) -> None:
         """Fresh state: at construction and in a forked child (threads do not survive fork)."""
         self._buffer: deque[tuple[Run, str]] = deque(maxlen=self._size)
-        self._retry: list[bytes] = []  # built, not yet written (a failed batch, or the one being written)
-        self._upcoming: list[bytes] = []  # built while the writer writes _retry
-        self._writer: _Writer | None = None
+        self._retry: list[bytes] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -161,38 +122,25 @@ class Producer:
                 self._stop.wait(random.uniform(0, min(self._max_backoff, 0.1 * 2**attempt)))  # full jitter
 
     def _drain(self) -> bool:
-        """Send everything buffered; False when the queue refused (built batches stay for the next try).
-
-        Batch N is written by the writer thread while this thread builds batch N + 1. After a failure, at
-        most two built batches are held (the one that failed and the one built meanwhile); the next try
-        sends both before building more, so a dead Redis never grows this beyond the buffer's bound + 2.
-        """
+        """Send everything buffered; False when the queue refused (the batch stays for the next try)."""
         self._idle.clear()
-        if self._writer is None:
-            self._writer = _Writer(self.queue)
-        writer = self._writer
         try:
             while True:
                 if not self._retry:
                     self._retry = self._next_batch()
                     if not self._retry:
                         return True
-                writer.start(self._retry)
-                # Build the next batch meanwhile, unless a failed one is already waiting with this one.
-                if len(self._retry) <= self._batch:
-                    self._upcoming = self._next_batch()
-                error = writer.wait()
-                upcoming, self._upcoming = self._upcoming, []
-                if error is not None:
-                    self._retry = self._retry + upcoming
+                try:
+                    self.queue.add(self._retry)
+                except Exception as exc:
                     self.failures += 1
                     if self._m_errors is not None:
                         self._m_errors.inc()
-                    self._guard.note("export", error, f"queue write failed, will retry with backoff: {error}")
+                    self._guard.note("export", exc, f"queue write failed, will retry with backoff: {exc}")
                     return False
                 if self._m_sent is not None:
                     self._m_sent.inc(len(self._retry))
-                self._retry = upcoming
+                self._retry = []
         finally:
             if not self._buffer and not self._retry:
                 self._idle.set()
@@ -216,7 +164,7 @@ class Producer:
     # -- control ----------------------------------------------------------------------------------------
     def pending(self) -> int:
         """Samples not yet written to the queue."""
-        return len(self._buffer) + len(self._retry) + len(self._upcoming)
+        return len(self._buffer) + len(self._retry)
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything buffered was written (True) or ``timeout`` passed (False)."""
@@ -250,7 +198,6 @@ class Producer:
             log.warning("ragwatch: %d samples not sent before shutdown (queue unreachable)", left)
             self._buffer.clear()
             self._retry = []
-            self._upcoming = []
 
     def __repr__(self) -> str:
         return f"<Producer queue={self.queue!r} pending={self.pending()}>"

@@ -31,7 +31,7 @@ from .queue import Queue, open_queue
 from .redact import Redactor
 from .responses import Usage
 from .run import Run
-from .sample import Limits, build_sample, encode_sample
+from .sample import Limits, build_record, encode_record
 from .sampling import REASONS, Sampler
 from .settings import Settings, load_settings
 from .stages import Call, DegradedRetrieveCall, GenerateCall, PipelineCall, RetrieveCall
@@ -190,8 +190,8 @@ class RagWatch:
         keep_text = s.store_text
 
         def build(run: Run, reason: str) -> bytes:
-            return encode_sample(
-                build_sample(
+            return encode_record(
+                build_record(
                     run, reason=reason, limits=limits, redact=redactor, redact_chunk=redact_chunk, keep_text=keep_text
                 )
             )

@@ -5,14 +5,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
+from ragwatch.errors import QueueError
 from ragwatch.guard import Guard
 from ragwatch.keys import Keys
 from ragwatch.metrics import ProducerMetrics, families
 from ragwatch.producer import Producer
-from ragwatch.redis_queue import ADD_CHUNK, RedisQueue
+from ragwatch.redis_queue import RedisQueue
 from ragwatch.run import Run
 from tests.conftest import sample as metric
 from tests.servers import RedisServer
@@ -33,7 +35,7 @@ def _counted(registry: CollectorRegistry, reason: str) -> float:
     return metric(registry, "ragwatch_samples_dropped_total", service="prod", reason=reason)
 
 
-def test_outage_keeps_at_most_two_built_batches_and_accounts_for_every_sample(tmp_path: Path) -> None:
+def test_outage_keeps_one_built_batch_and_accounts_for_every_sample(tmp_path: Path) -> None:
     server = RedisServer(tmp_path)
     server.start()
     registry = CollectorRegistry()
@@ -46,10 +48,10 @@ def test_outage_keeps_at_most_two_built_batches_and_accounts_for_every_sample(tm
         assert producer.flush(10)
         server.stop()
         deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:  # Redis down: the buffer overflows, built batches stay bounded
+        while time.monotonic() < deadline:  # Redis down: the buffer overflows, one built batch waits
             producer.offer(Run("prod", f"q{offered}"), "rate")
             offered += 1
-            assert producer.pending() <= 300 + 2 * 40
+            assert producer.pending() <= 300 + 40
             time.sleep(0.0005)
         assert _counted(registry, "buffer_full") > 0
         assert producer.failures > 0
@@ -64,9 +66,25 @@ def test_outage_keeps_at_most_two_built_batches_and_accounts_for_every_sample(tm
         server.stop()
 
 
-def test_batches_larger_than_one_script_call_arrive_in_order(redis_url: str) -> None:
-    queue = RedisQueue(redis_url, "big", maxlen=1_000_000)
-    payloads = [f"p{i}".encode() for i in range(2 * ADD_CHUNK + 7)]
-    queue.add(payloads)
-    entries = redis.Redis.from_url(redis_url).xrange(Keys("big").samples)
-    assert [fields[b"s"] for _, fields in entries] == payloads
+def test_packed_xadds_arrive_in_order_byte_exact_and_trimmed(redis_url: str) -> None:
+    queue = RedisQueue(redis_url, "big", maxlen=1_000)
+    payloads = [f"p{i}".encode() + bytes(range(256)) + "中文\r\n".encode() for i in range(1_207)]
+    queue.add(payloads[:7])
+    queue.add(payloads[7:])
+    client = redis.Redis.from_url(redis_url)
+    entries = client.xrange(Keys("big").samples)
+    assert len(entries) < len(payloads)  # MAXLEN ~ trimmed whole nodes away
+    assert [fields[b"s"] for _, fields in entries] == payloads[-len(entries) :]
+    queue.add([b"after"])  # the connection went back to the pool in a clean state
+    assert client.xrevrange(Keys("big").samples, count=1)[0][1][b"s"] == b"after"
+
+
+def test_a_refused_write_raises_queue_error_and_leaves_no_half_read_reply(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.set(Keys("wrong").samples, "not a stream")
+    queue = RedisQueue(redis_url, "wrong", maxlen=1_000)
+    with pytest.raises(QueueError, match="XADD"):
+        queue.add([b"a", b"b", b"c"])
+    client.delete(Keys("wrong").samples)
+    queue.add([b"d"])
+    assert [f[b"s"] for _, f in client.xrange(Keys("wrong").samples)] == [b"d"]
