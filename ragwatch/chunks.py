@@ -73,6 +73,13 @@ def normalize_chunk(item: Any, rank: int) -> Chunk:
     Raises :class:`~ragwatch.errors.ChunkError` for shapes it cannot read. The message names the item's type
     and position but never its content, because retrieved text may be private and errors end up in logs.
     """
+    if type(item) is dict and "metadata" not in item:  # the vector-store common case: {"id", "text", "score"}
+        text = item.get("text")
+        chunk_id = item.get("id")
+        score = item.get("score")
+        if type(text) is str and type(chunk_id) is str and chunk_id and (score is None or type(score) is float):
+            finite = score if score is None or math.isfinite(score) else None
+            return Chunk(chunk_id, text, rank, finite, _EMPTY_METADATA)
     chunk_id, text, score, metadata = _read(item, rank)
     return Chunk(chunk_id, text, rank, score, metadata)
 
@@ -123,12 +130,6 @@ def _read(item: Any, rank: int) -> tuple[str, str, float | None, Mapping[str, An
 
 
 def _read_mapping(item: Mapping[str, Any], rank: int) -> tuple[str, str, float | None, Mapping[str, Any]]:
-    if type(item) is dict and "metadata" not in item:  # the vector-store common case: {"id", "text", "score"}
-        text = item.get("text")
-        chunk_id = item.get("id")
-        score = item.get("score")
-        if type(text) is str and type(chunk_id) is str and chunk_id and (score is None or type(score) is float):
-            return chunk_id, text, score if score is None or math.isfinite(score) else None, _EMPTY_METADATA
     text: Any = None
     for key in _TEXT_KEYS:
         text = item.get(key)
