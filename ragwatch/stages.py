@@ -360,7 +360,15 @@ class GenerateCall(Call):
         children = rw._models.get(model)
         if children is None:
             children = rw._model_children(model)
-        cost = rw._cost(model, usage, children) if usage is not None else None
+        cost = None
+        if usage is not None:
+            try:
+                cost = rw._pricing.cost(model, usage)
+            except Exception as err:  # a broken pricing entry: counted, the call goes on without cost
+                rw._guard.failed("pricing", err)
+            else:
+                if cost is None:
+                    rw._unpriced(model, children)
         if children is not None:
             if self.ttft is not None:
                 children.ttft.observe(self.ttft)

@@ -29,7 +29,6 @@ from .pricing import PricingTable
 from .producer import Producer
 from .queue import Queue, open_queue
 from .redact import Redactor
-from .responses import Usage
 from .run import Run
 from .sample import Limits, build_record, encode_record
 from .sampling import REASONS, Sampler
@@ -298,7 +297,9 @@ class RagWatch:
         """Watch one user request end to end: one trace, one run, one candidate for sampling."""
 
         def begin(args: tuple, kwargs: dict) -> Call:
-            return PipelineCall(self, _question(args, kwargs), None, name)
+            # _question's common case inline: `answer(question)` costs no extra call
+            question = args[0] if not kwargs and args and type(args[0]) is str else _question(args, kwargs)
+            return PipelineCall(self, question, None, name)
 
         return self._decorator(fn, begin)
 
@@ -344,22 +345,14 @@ class RagWatch:
             self._models[model] = children
         return children
 
-    def _cost(self, model: str, usage: Usage, children: ModelChildren | None) -> float | None:
-        """The call's cost (the caller counts it), or None when the model has no price (counted here)."""
-        try:
-            cost = self._pricing.cost(model, usage)
-        except Exception as exc:
-            self._guard.failed("pricing", exc)
-            return None
-        if cost is None:
-            if children is not None:
-                children.unpriced.inc()
-            if model not in self._unpriced_warned and len(self._unpriced_warned) < 64:
-                with self._lock:
-                    self._unpriced_warned.add(model)
-                log.warning("ragwatch: no price for model %r; its calls are counted without cost", model)
-            return None
-        return cost
+    def _unpriced(self, model: str, children: ModelChildren | None) -> None:
+        """Count a call whose model has no price, and warn once per model."""
+        if children is not None:
+            children.unpriced.inc()
+        if model not in self._unpriced_warned and len(self._unpriced_warned) < 64:
+            with self._lock:
+                self._unpriced_warned.add(model)
+            log.warning("ragwatch: no price for model %r; its calls are counted without cost", model)
 
     def start_metrics_server(self, port: int | None = None, addr: str | None = None) -> Any:
         """Serve ``/metrics`` on a background thread (``metrics_port`` setting, or ``port``)."""
