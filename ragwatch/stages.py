@@ -357,8 +357,9 @@ class GenerateCall(Call):
         model = model or self.model or "unknown"
         if usage is None and text is not None:
             usage = Usage(_estimate_prompt(self._prompt), estimate_tokens(text), 0, True)
-        children = rw._models.get(model)
-        if children is None:
+        try:
+            children = rw._models[model]
+        except KeyError:
             children = rw._model_children(model)
         cost = None
         if usage is not None:
