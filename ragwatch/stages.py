@@ -33,6 +33,23 @@ _CANCELLED = (GeneratorExit, asyncio.CancelledError)
 
 
 _STREAM_TYPES: dict[type, bool] = {}
+_QUESTION_KEYS = ("question", "query", "q", "input", "prompt")
+
+
+def question_of(args: tuple, kwargs: dict | None) -> str | None:
+    """The user's question among a watched function's arguments: a keyword such as ``question=``, else
+    the first string among the first two positional arguments (a method's first argument is ``self``)."""
+    if not kwargs and args and type(args[0]) is str:  # the common `answer(question)` call
+        return args[0]
+    if kwargs:
+        for key in _QUESTION_KEYS:
+            value = kwargs.get(key)
+            if isinstance(value, str):
+                return value
+    for value in args[:2]:
+        if isinstance(value, str):
+            return value
+    return None
 
 
 def is_stream(value: Any) -> bool:
@@ -156,8 +173,17 @@ class PipelineCall(Call):
     stage = "request"
 
     def __init__(
-        self, rw: RagWatch, question: str | None = None, route: str | None = None, name: str | None = None
+        self,
+        rw: RagWatch,
+        question: str | None = None,
+        route: str | None = None,
+        name: str | None = None,
+        args: tuple | None = None,
+        kwargs: dict | None = None,
     ) -> None:
+        """``args``/``kwargs`` are the watched function's (the decorator's case): the question is read there."""
+        if args is not None and question is None:
+            question = args[0] if not kwargs and args and type(args[0]) is str else question_of(args, kwargs)
         self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
         self.run = _RUN.get()
         self.span = self._ctx_token = None
@@ -306,14 +332,25 @@ class GenerateCall(Call):
 
     stage = "generate"
 
-    def __init__(self, rw: RagWatch, model: str | None, provider: str | None = None, prompt: Any = None) -> None:
+    def __init__(
+        self,
+        rw: RagWatch,
+        model: str | None,
+        provider: str | None = None,
+        args: tuple | None = None,
+        kwargs: dict | None = None,
+    ) -> None:
+        """``args``/``kwargs`` are the watched function's: a keyword ``model=`` there overrides ``model``,
+        and they are the prompt whose size is estimated when the API reports no usage."""
+        if kwargs and "model" in kwargs and isinstance(kwargs["model"], str):
+            model = kwargs["model"]
         self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
         self.run = _RUN.get()
         self.span = self._ctx_token = None
         self._ended = self.active = False
         self.model = model
         self.provider = provider
-        self._prompt = prompt
+        self._prompt = (args, kwargs) if args is not None else None
         self._acc: StreamAccumulator | None = None
         self.ttft: float | None = None
         tracer = rw._tracer

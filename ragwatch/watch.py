@@ -33,29 +33,12 @@ from .run import Run
 from .sample import Limits, build_record, encode_record
 from .sampling import REASONS, Sampler
 from .settings import Settings, load_settings
-from .stages import Call, DegradedRetrieveCall, GenerateCall, PipelineCall, RetrieveCall
+from .stages import Call, DegradedRetrieveCall, GenerateCall, PipelineCall, RetrieveCall, question_of
 
 __all__ = ["RagWatch", "Scope"]
 
 log = logging.getLogger("ragwatch")
 F = TypeVar("F", bound=Callable[..., Any])
-_QUESTION_KEYS = ("question", "query", "q", "input", "prompt")
-
-
-def _question(args: tuple, kwargs: dict) -> str | None:
-    if not kwargs and args and type(args[0]) is str:  # the common `answer(question)` call
-        return args[0]
-    if kwargs:
-        for key in _QUESTION_KEYS:
-            value = kwargs.get(key)
-            if isinstance(value, str):
-                return value
-    for value in args[:2]:  # a method's first argument is `self`
-        if isinstance(value, str):
-            return value
-    return None
-
-
 def _score_of(item: Any) -> float | None:
     try:
         return normalize_chunk(item, 1).score
@@ -265,7 +248,7 @@ class RagWatch:
             )
             run = call.run
             if run is not None and run.question is None:
-                run.question = _question(args, kwargs)
+                run.question = question_of(args, kwargs)
             return call
 
         return self._decorator(fn, begin)
@@ -282,11 +265,8 @@ class RagWatch:
         the pricing table. A keyword argument ``model=`` of the call itself overrides it per call.
         """
 
-        def begin(args: tuple, kwargs: dict) -> Call:
-            per_call = kwargs["model"] if kwargs and "model" in kwargs else None
-            return GenerateCall(self, per_call if isinstance(per_call, str) else model, provider, (args, kwargs))
-
-        return self._decorator(fn, begin)
+        # The class itself is the begin function (via partial): no Python frame between wrapper and call.
+        return self._decorator(fn, functools.partial(GenerateCall, self, model, provider))
 
     @overload
     def pipeline(self, fn: F) -> F: ...
@@ -296,12 +276,7 @@ class RagWatch:
     def pipeline(self, fn: Any = None, *, name: str | None = None) -> Any:
         """Watch one user request end to end: one trace, one run, one candidate for sampling."""
 
-        def begin(args: tuple, kwargs: dict) -> Call:
-            # _question's common case inline: `answer(question)` costs no extra call
-            question = args[0] if not kwargs and args and type(args[0]) is str else _question(args, kwargs)
-            return PipelineCall(self, question, None, name)
-
-        return self._decorator(fn, begin)
+        return self._decorator(fn, functools.partial(PipelineCall, self, None, None, name))
 
     def _decorator(self, fn: Any, begin: Callable[[tuple, dict], Call]) -> Any:
         if fn is None:
