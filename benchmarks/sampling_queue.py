@@ -20,8 +20,9 @@ plus a verdict line per target:
    then ``Worker(queue, [judge], concurrency=1, batch=256, block_ms=50).work(burst=True)`` runs in this
    process until the stream is drained. Judges: ``TrivialJudge``; a no-op judge (the queue overhead alone:
    read, decode, thread hand-off, apply script, ack); ``TrivialJudge`` with ``WorkerMetrics`` as the CLI runs
-   it. The worker is one mostly single-threaded Python process: its samples/s is per core (the table shows
-   the CPU it used, and Redis's, in cores).
+   it; and the default ``OfflineJudge`` on a 25x smaller stream, for scale. The worker is one mostly
+   single-threaded Python process: its samples/s is per core (the table shows the CPU it used, and Redis's,
+   in cores).
 
 Usage::
 
@@ -67,6 +68,7 @@ from prometheus_client import CollectorRegistry, Counter
 import ragwatch
 from ragwatch import RagWatch, Run, Settings, Usage
 from ragwatch.judges import TrivialJudge, Verdict
+from ragwatch.judges.offline import OfflineJudge
 from ragwatch.keys import Keys
 from ragwatch.metrics import SAMPLES_DROPPED, SAMPLES_SENT, SAMPLING_DECISIONS, WorkerMetrics, families
 from ragwatch.queue import Queue, open_queue
@@ -678,6 +680,9 @@ def report(
             f"(worker: {1e6 / noop['per_s']:.0f} µs per sample is the queue itself (no-op judge), "
             f"{1e6 / trivial['per_s'] - 1e6 / noop['per_s']:.0f} µs the trivial judge)"
         )
+    offline = next((r for r in work if r["name"].startswith("offline")), None)
+    if offline is not None:
+        print(f"(worker with the default offline judge: {offline['per_s']:,.0f} samples/s on one process)")
     print(
         f"(while the enqueue rows were timed ({enqueue['timing_seconds']:.1f} s) the flusher wrote "
         f"{enqueue['sent_while_timing']:,} samples to Redis and the process used "
@@ -721,6 +726,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             worker_throughput(server, samples, TrivialJudge(), False, "trivial judge"),
             worker_throughput(server, samples, NoopJudge(), False, "no-op judge"),
             worker_throughput(server, samples, TrivialJudge(), True, "trivial + WorkerMetrics"),
+            # The default judge does real work per sample (a few ms): fewer samples, reported for scale.
+            worker_throughput(server, max(500, samples // 25), OfflineJudge(), False, "offline judge (default)"),
         ]
     finally:
         server.stop()
