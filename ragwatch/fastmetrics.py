@@ -98,14 +98,19 @@ def _cell(slot: int) -> list[float]:
     return cell
 
 
-def _totals(slot: int) -> list[float]:
-    """The sum over all threads, live and ended, of one child's numbers."""
-    out = [0.0] * _widths[slot]
+def _sources() -> list[list[list[float] | None]]:
+    """Every thread's cells plus the retired ones, after folding ended threads: one scrape's snapshot."""
     with _lock:
         _retire_dead()
         sources = [cells for _, cells in _shards]
         sources.append(_retired)
-    for cells in sources:
+    return sources
+
+
+def _totals(slot: int, sources: list[list[list[float] | None]] | None = None) -> list[float]:
+    """The sum over all threads, live and ended, of one child's numbers."""
+    out = [0.0] * _widths[slot]
+    for cells in _sources() if sources is None else sources:
         if len(cells) > slot:
             cell = cells[slot]
             if cell is not None:
@@ -243,8 +248,9 @@ class ShardedCounter(_Family):
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        sources = _sources()
         for key, child in self._items():
-            family.add_metric(list(key), _totals(child.slot)[0], created=_created(child))
+            family.add_metric(list(key), _totals(child.slot, sources)[0], created=_created(child))
         yield family
 
 
@@ -269,8 +275,9 @@ class ShardedHistogram(_Family):
     def collect(self) -> Iterator[HistogramMetricFamily]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
         edges = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        sources = _sources()
         for key, child in self._items():
-            totals = _totals(child.slot)
+            totals = _totals(child.slot, sources)
             cumulative, buckets = 0.0, []
             for edge, count in zip(edges, totals[:-1], strict=True):
                 cumulative += count
