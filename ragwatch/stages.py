@@ -190,9 +190,10 @@ class PipelineCall(Call):
         self._ended = self.active = False
         self._run_token: object | None = None
         self._owner = self.run is None
-        if not self._owner:  # nested inside a middleware run or another pipeline: join it
+        if not self._owner:  # nested inside a middleware run or another pipeline: join it, record nothing
             if question and self.run is not None and self.run.question is None:
                 self.run.question = question
+            self._ended = True
             self.start = _perf()
             return
         run = Run(rw.service, question, route)
@@ -231,22 +232,16 @@ class PipelineCall(Call):
                 except Exception as exc:
                     self.rw._guard.failed("capture", exc)
 
-    def finish(self, result: Any, exc: BaseException | None) -> None:
-        if not self._owner:
-            self._ended = True
-            return
-        Call.finish(self, result, exc)  # not super(): it costs a call of its own on the request path
+    def _record(self, result: Any, exc: BaseException | None) -> None:
+        """Close the run and hand it to the listeners (the sampler); each listener's errors are contained."""
         run = self.run
         if run is None:
             return
-        try:
-            run.outcome = "ok" if exc is None else _outcome(exc)
-            if exc is not None:
-                run.error = type(exc).__qualname__
-            elif run.answer is None and isinstance(result, str):
-                run.answer = result
-        except Exception as err:
-            self.rw._guard.failed("capture", err)
+        run.outcome = "ok" if exc is None else _outcome(exc)
+        if exc is not None:
+            run.error = type(exc).__qualname__
+        elif run.answer is None and isinstance(result, str):
+            run.answer = result
         if self.rw._listeners:
             self.rw._run_ended(run)
 
