@@ -24,10 +24,7 @@ file so the in-sample evaluation numbers can be read against out-of-fold ones.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-import hashlib
-import json
 import math
 import sys
 from collections import defaultdict
@@ -35,16 +32,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from trainkit import (
+    file_sha,
+    fit_logistic,
+    parse_args,
+    predict,
+    read_jsonl,
+    sign_constrained,
+    trained_by,
+    write_weights,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ragwatch.evaluate import (  # noqa: E402
+from ragwatch.evaluate import (
     precision_recall_f1,
     roc_auc,
     row_to_sample,
 )
-from ragwatch.judges.offline import (  # noqa: E402
+from ragwatch.judges.offline import (
     FAITH_FEATURES,
     FAITH_SIGNS,
     WEIGHTS_PATH,
@@ -53,64 +57,11 @@ from ragwatch.judges.offline import (  # noqa: E402
 )
 
 FAITH_FILES = ("faithfulness/ragtruth_dev.jsonl", "faithfulness/rgb_zh_en_dev.jsonl")
-L2 = 1.0
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None, l2: float = L2) -> np.ndarray:
-    """Weighted L2-regularised logistic regression (intercept unpenalised); returns [intercept, coef...]."""
-    n, d = x.shape
-    xb = np.hstack([np.ones((n, 1)), x])
-    w = np.ones(n) if w is None else w
-    beta = np.zeros(d + 1)
-    penalty = np.full(d + 1, l2)
-    penalty[0] = 0.0
-    for _ in range(100):
-        z = xb @ beta
-        p = 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
-        grad = xb.T @ (w * (p - y)) + penalty * beta
-        hess = (xb * (w * p * (1 - p))[:, None]).T @ xb + np.diag(penalty) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(hess, grad)
-        beta -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return beta
-
-
-def fit_monotone(
-    x: np.ndarray, y: np.ndarray, w: np.ndarray | None, signs: tuple[int, ...], l2: float = L2
-) -> np.ndarray:
-    """:func:`fit_logistic` with sign constraints (+1: coef ≥ 0, -1: coef ≤ 0, 0: free).
-
-    Why: features are correlated (coverage by the context vs. count of missing words), and an unconstrained
-    fit happily gives "more missing words" a *positive* weight to correct another coefficient. On the dev
-    data that is harmless; on a new sample ("located in Paris" against a context that says Rome) it is
-    absurd. An active-set loop drops every feature whose weight has the wrong sign and refits.
-    """
-    active = list(range(x.shape[1]))
-    while True:
-        beta = fit_logistic(x[:, active], y, w, l2)
-        wrong = [f for f, c in zip(active, beta[1:], strict=True) if signs[f] * c < 0]
-        if not wrong:
-            full = np.zeros(x.shape[1] + 1)
-            full[0] = beta[0]
-            for f, c in zip(active, beta[1:], strict=True):
-                full[f + 1] = c
-            return full
-        worst = max(wrong, key=lambda f: abs(beta[1 + active.index(f)]))
-        active.remove(worst)
-
-
-def predict(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(beta[0] + x @ beta[1:], -30, 30)))
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+def fit_monotone(x: np.ndarray, y: np.ndarray, w: np.ndarray, signs: tuple[int, ...]) -> tuple[float, np.ndarray]:
+    """The claim model: a weighted logistic regression whose weights keep their sensible signs."""
+    return sign_constrained(lambda xa: fit_logistic(xa, y, w), x, signs)
 
 
 # ------------------------------------------------------------------------------------ faithfulness
@@ -122,7 +73,7 @@ def claim_table(data: Path) -> dict[str, Any]:
     feats, labels, responses, groups, files, ruled = [], [], [], [], [], []
     response_meta = []  # (file, label, group, task_type)
     for fname in FAITH_FILES:
-        for row in _read(data / fname):
+        for row in read_jsonl(data / fname):
             rid = len(response_meta)
             group = f"{fname}:{row.get('ragtruth_source_id') or row['question']}"
             response_meta.append((fname, bool(row["label_hallucinated"]), group, row["task_type"]))
@@ -215,20 +166,20 @@ def train_faithfulness(data: Path, folds: int) -> dict[str, Any]:
     p_oof = np.zeros(len(y))
     for k in range(folds):
         train = fold != k
-        p_oof[~train] = predict(fit_monotone(x[train], y[train], w[train], FAITH_SIGNS), x[~train])
+        p_oof[~train] = predict(*fit_monotone(x[train], y[train], w[train], FAITH_SIGNS), x[~train])
     t_oof, _ = choose_threshold(table, p_oof)
     cv = report(table, p_oof, t_oof, f"{folds}-fold grouped CV (out of fold)")
-    beta = fit_monotone(x, y, w, FAITH_SIGNS)
-    p = predict(beta, x)
+    intercept, coef = fit_monotone(x, y, w, FAITH_SIGNS)
+    p = predict(intercept, coef, x)
     threshold, _ = choose_threshold(table, p)
     fit = report(table, p, threshold, "in-sample fit")
     print("  claim-level AUC (in-sample):", round(roc_auc((1 - y).astype(bool).tolist(), (-p).tolist()) or 0, 4))
-    for name, c in zip(FAITH_FEATURES, beta[1:], strict=True):
+    for name, c in zip(FAITH_FEATURES, coef, strict=True):
         print(f"    {name:14s} {c:+.3f}")
     return {
         "features": list(FAITH_FEATURES),
-        "coef": [round(float(c), 5) for c in beta[1:]],
-        "intercept": round(float(beta[0]), 5),
+        "coef": [round(float(c), 5) for c in coef],
+        "intercept": round(float(intercept), 5),
         "threshold": threshold,
         "cv": cv,
         "in_sample": fit,
@@ -237,29 +188,20 @@ def train_faithfulness(data: Path, folds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=WEIGHTS_PATH)
-    parser.add_argument("--dry-run", action="store_true", help="fit and report, do not write the weights")
-    args = parser.parse_args(argv)
+    args = parse_args(__doc__.split("\n\n")[0], WEIGHTS_PATH, argv)
     faith = train_faithfulness(args.data, args.folds)
     weights = {
         "note": {
-            "trained_by": "python scripts/train_offline.py" + (f" --folds {args.folds}" if args.folds != 5 else ""),
+            "trained_by": trained_by("train_offline.py", args),
             "date": dt.date.today().isoformat(),
-            "data": {f: _sha(args.data / f) for f in FAITH_FILES},
+            "data": {f: file_sha(args.data / f) for f in FAITH_FILES},
             "not_trained_on": "faithfulness/halueval_qa.jsonl (length artefact; sanity check only)",
             "model": "L2 logistic regression (numpy Newton) with sign-constrained weights; claim label: supported"
             " unless it overlaps a hallucinated span (RGB: the response label)",
         },
         "faithfulness": faith,
     }
-    if args.dry_run:
-        return 0
-    args.out.write_text(json.dumps(weights, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    return write_weights(args, weights)
 
 
 if __name__ == "__main__":

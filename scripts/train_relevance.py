@@ -27,22 +27,27 @@ evaluation command's numbers (in-sample) can be read against out-of-fold ones.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-import hashlib
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from trainkit import (
+    L2,
+    file_sha,
+    fit_logistic,
+    parse_args,
+    predict,
+    read_jsonl,
+    sign_constrained,
+    trained_by,
+    write_weights,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ragwatch.evaluate import neutral_order_key, roc_auc  # noqa: E402
-from ragwatch.judges.relevance import (  # noqa: E402
+from ragwatch.evaluate import neutral_order_key, roc_auc
+from ragwatch.judges.relevance import (
     DIRECT_FEATURES,
     RELEVANCE_FEATURES,
     RELEVANCE_SIGNS,
@@ -50,47 +55,13 @@ from ragwatch.judges.relevance import (  # noqa: E402
     analyse_candidates,
     consensus,
 )
-from ragwatch.retrieval_metrics import average_precision_from_labels  # noqa: E402
+from ragwatch.retrieval_metrics import average_precision_from_labels
 
 FILES = ("relevance/wikiqa_dev.jsonl", "relevance/rgb_relevance_dev.jsonl")
-L2 = 1.0
 DIRECT_SIGNS = RELEVANCE_SIGNS[: len(DIRECT_FEATURES)]
 
 
 # ------------------------------------------------------------------------------------------ fitting
-
-
-def _active_set(fit: Any, x: np.ndarray, signs: tuple[int, ...]) -> np.ndarray:
-    """Fit on the features whose weights keep their sign: a feature whose fitted weight has the wrong sign
-    (correlated features compensating for each other) is dropped and the rest refitted. Returns the full
-    coefficient vector (dropped features at 0)."""
-    active = list(range(x.shape[1]))
-    while True:
-        coef = fit(x[:, active])
-        wrong = [f for f, c in zip(active, coef, strict=True) if signs[f] * c < 0]
-        if not wrong:
-            full = np.zeros(x.shape[1])
-            full[active] = coef
-            return full
-        active.remove(max(wrong, key=lambda f: abs(coef[active.index(f)])))
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = L2) -> tuple[float, np.ndarray]:
-    """Weighted L2-regularised logistic regression by Newton's method (intercept unpenalised)."""
-    n, d = x.shape
-    xb = np.hstack([np.ones((n, 1)), x])
-    beta = np.zeros(d + 1)
-    penalty = np.full(d + 1, l2)
-    penalty[0] = 0.0
-    for _ in range(100):
-        p = 1.0 / (1.0 + np.exp(-np.clip(xb @ beta, -30, 30)))
-        grad = xb.T @ (w * (p - y)) + penalty * beta
-        hess = (xb * (w * p * (1 - p))[:, None]).T @ xb + np.diag(penalty) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(hess, grad)
-        beta -= step
-        if np.abs(step).max() < 1e-9:
-            break
-    return float(beta[0]), beta[1:]
 
 
 def fit_listwise(
@@ -118,22 +89,6 @@ def fit_listwise(
     return beta
 
 
-def _predict(intercept: float, coef: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(intercept + x @ coef, -30, 30)))
-
-
-# ------------------------------------------------------------------------------------------- data
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
 def load_table(data: Path) -> dict[str, Any]:
     """Direct features of every pair, grouped by question (each question's rows contiguous)."""
     feats: list[list[float]] = []
@@ -141,7 +96,7 @@ def load_table(data: Path) -> dict[str, Any]:
     questions: list[tuple[str, np.ndarray]] = []  # (file, row indices)
     for fname in FILES:
         grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in _read(data / fname):
+        for row in read_jsonl(data / fname):
             grouped[str(row["question_id"])].append(row)
         for rows in grouped.values():
             cands = analyse_candidates(rows[0]["question"], [r["passage"] for r in rows])
@@ -182,7 +137,7 @@ def _balanced_weights(table: dict[str, Any], rows: np.ndarray) -> np.ndarray:
 
 
 def _with_consensus(table: dict[str, Any], stage1: tuple[float, np.ndarray]) -> np.ndarray:
-    votes = _predict(*stage1, table["x"])
+    votes = predict(*stage1, table["x"])
     agree = np.zeros(len(votes))
     for _, idx in table["questions"]:
         agree[idx] = consensus([table["near"][i] for i in idx], votes[idx].tolist())
@@ -194,14 +149,7 @@ def fit_model(table: dict[str, Any], train: np.ndarray) -> dict[str, Any]:
     rows = np.nonzero(train)[0]
     x, y = table["x"], table["y"]
     w = _balanced_weights(table, rows)
-    intercept1 = 0.0
-
-    def stage1_fit(xa: np.ndarray) -> np.ndarray:
-        nonlocal intercept1
-        intercept1, coef = fit_logistic(xa, y[rows], w)
-        return coef
-
-    coef1 = _active_set(stage1_fit, x[rows], DIRECT_SIGNS)  # intercept1: that of the last (kept) fit
+    intercept1, coef1 = sign_constrained(lambda xa: fit_logistic(xa, y[rows], w), x[rows], DIRECT_SIGNS)
     x2 = _with_consensus(table, (intercept1, coef1))
     lists = [idx for _, idx in table["questions"] if train[idx[0]] and 0 < y[idx].sum() < len(idx)]
     per_file = defaultdict(int)
@@ -209,16 +157,9 @@ def fit_model(table: dict[str, Any], train: np.ndarray) -> dict[str, Any]:
         if train[idx[0]] and 0 < y[idx].sum() < len(idx):
             per_file[f] += 1
     list_w = [len(lists) / (len(per_file) * per_file[table["file"][idx[0]]]) for idx in lists]
-    coef = _active_set(lambda xa: fit_listwise(xa, y, lists, list_w), x2, RELEVANCE_SIGNS)
+    _, coef = sign_constrained(lambda xa: (0.0, fit_listwise(xa, y, lists, list_w)), x2, RELEVANCE_SIGNS)
     cal_x = _calibration_inputs(table, x2 @ coef)[rows]
-    cal_intercept = 0.0
-
-    def calibration_fit(xa: np.ndarray) -> np.ndarray:
-        nonlocal cal_intercept
-        cal_intercept, c = fit_logistic(xa, y[rows], w, l2=1e-3)
-        return c
-
-    cal = _active_set(calibration_fit, cal_x, (1, 1))
+    cal_intercept, cal = sign_constrained(lambda xa: fit_logistic(xa, y[rows], w, l2=1e-3), cal_x, (1, 1))
     return {
         "stage1": (intercept1, coef1),
         "coef": coef,
@@ -237,7 +178,7 @@ def _calibration_inputs(table: dict[str, Any], score: np.ndarray) -> np.ndarray:
 def predict_model(table: dict[str, Any], model: dict[str, Any]) -> np.ndarray:
     x2 = _with_consensus(table, model["stage1"])
     intercept, scale, gap = model["calibration"]
-    return _predict(intercept, np.array([scale, gap]), _calibration_inputs(table, x2 @ model["coef"]))
+    return predict(intercept, np.array([scale, gap]), _calibration_inputs(table, x2 @ model["coef"]))
 
 
 # ------------------------------------------------------------------------------------------ figures
@@ -323,28 +264,19 @@ def train(data: Path, folds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=WEIGHTS_PATH)
-    parser.add_argument("--dry-run", action="store_true", help="fit and report, do not write the weights")
-    args = parser.parse_args(argv)
+    args = parse_args(__doc__.split("\n\n")[0], WEIGHTS_PATH, argv)
     weights = {
         "note": {
-            "trained_by": "python scripts/train_relevance.py" + (f" --folds {args.folds}" if args.folds != 5 else ""),
+            "trained_by": trained_by("train_relevance.py", args),
             "date": dt.date.today().isoformat(),
-            "data": {f: _sha(args.data / f) for f in FILES},
+            "data": {f: file_sha(args.data / f) for f in FILES},
             "model": "stage 1: sign-constrained L2 logistic regression on the direct features (consensus votes);"
             " ranking: sign-constrained conditional logit per question on all features; calibration: logistic"
             " on the ranking score and its gap to the list's best. Each file weighs the same.",
         },
         **train(args.data, args.folds),
     }
-    if args.dry_run:
-        return 0
-    args.out.write_text(json.dumps(weights, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    return write_weights(args, weights)
 
 
 if __name__ == "__main__":
