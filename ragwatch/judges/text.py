@@ -25,6 +25,7 @@ from functools import lru_cache
 
 __all__ = [
     "CJK_CHARS",
+    "GENERIC_WORDS",
     "NumberMention",
     "Scan",
     "TextAnalysis",
@@ -45,6 +46,7 @@ __all__ = [
     "sentence_spans",
     "stem",
     "strong_hedge",
+    "token_prior",
 ]
 
 #: CJK ideographs (unified, extension A, compatibility) — the characters tokenised as bigrams.
@@ -172,6 +174,36 @@ def _clock(raw: str, suffix: str) -> str:
         return raw
     h = int(hour) % 12 + (12 if suffix.lower().startswith("p") else 0)
     return f"{h}:{int(minute or 0):02d}"
+
+
+#: English words that are content words grammatically but say little about *what* a text asserts.
+GENERIC_WORDS = frozenset(
+    stem(w)
+    for w in _wordset(
+        """
+        provide include use make help offer allow base passage information important various several many
+        different mention state describe need well like good great new way also other overall however
+        additionally known call refer consider find give show mean type kind part number level area often
+        usually generally typically specific particular certain thing lot able
+        """
+    )
+)
+
+
+@lru_cache(maxsize=65536)
+def token_prior(tok: str) -> int:
+    """Prior informativeness of a token, in tenths: numbers count double, generic words little.
+
+    Integers on purpose: sums over *sets* of tokens then do not depend on the (hash-seeded) iteration order,
+    so a claim or chunk on the edge of a threshold gets the same verdict in every process.
+    """
+    if tok[0] == "#":
+        return 20
+    if tok in GENERIC_WORDS:
+        return 4
+    if tok.isascii():
+        return 10 if len(tok) > 3 else 7
+    return 10
 
 
 def _number_token(raw: str) -> str:
