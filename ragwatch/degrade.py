@@ -140,17 +140,11 @@ def step(policy: Policy, state: ModeState, value: float | None, samples: int, no
     enough = value is not None and samples >= policy.min_samples
     if not state.degraded:
         if enough and policy.breaches(value) and dwelled:  # type: ignore[arg-type]
-            return replace(
-                state,
-                degraded=True,
-                since=now,
-                reason=f"{policy.metric} {value:.3f} {'<' if policy.direction == 'min' else '>'} "
-                f"{policy.threshold} over {samples} samples",
-                value=value,
-                samples=samples,
-                recovering_since=None,
-                version=state.version + 1,
+            reason = (
+                f"{policy.metric} {value:.3f} {'<' if policy.direction == 'min' else '>'} "
+                f"{policy.threshold} over {samples} samples"
             )
+            return _switch(state, True, now, reason, value, samples)
         return state
     recovered = enough and policy.recovered(value)  # type: ignore[arg-type]
     if not recovered:
@@ -160,15 +154,23 @@ def step(policy: Policy, state: ModeState, value: float | None, samples: int, no
     if state.recovering_since is None:
         return replace(state, recovering_since=now, version=state.version + 1)
     if now - state.recovering_since >= policy.hold_seconds and dwelled:
-        return replace(
-            state,
-            degraded=False,
-            since=now,
-            reason=f"{policy.metric} {value:.3f} {'≥' if policy.direction == 'min' else '≤'} {policy.recover_at:.2f} "
-            f"for {now - state.recovering_since:.0f} s",
-            value=value,
-            samples=samples,
-            recovering_since=None,
-            version=state.version + 1,
+        reason = (
+            f"{policy.metric} {value:.3f} {'≥' if policy.direction == 'min' else '≤'} {policy.recover_at:.2f} "
+            f"for {now - state.recovering_since:.0f} s"
         )
+        return _switch(state, False, now, reason, value, samples)
     return state
+
+
+def _switch(state: ModeState, degraded: bool, now: float, reason: str, value: float | None, samples: int) -> ModeState:
+    """The state after a transition into (or out of) degraded mode, versioned one up."""
+    return replace(
+        state,
+        degraded=degraded,
+        since=now,
+        reason=reason,
+        value=value,
+        samples=samples,
+        recovering_since=None,
+        version=state.version + 1,
+    )
