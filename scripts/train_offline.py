@@ -32,16 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from trainkit import (
-    file_sha,
-    fit_logistic,
-    parse_args,
-    predict,
-    read_jsonl,
-    sign_constrained,
-    trained_by,
-    write_weights,
-)
+import trainkit as kit
 
 from ragwatch.evaluate import (
     precision_recall_f1,
@@ -61,7 +52,7 @@ FAITH_FILES = ("faithfulness/ragtruth_dev.jsonl", "faithfulness/rgb_zh_en_dev.js
 
 def fit_monotone(x: np.ndarray, y: np.ndarray, w: np.ndarray, signs: tuple[int, ...]) -> tuple[float, np.ndarray]:
     """The claim model: a weighted logistic regression whose weights keep their sensible signs."""
-    return sign_constrained(lambda xa: fit_logistic(xa, y, w), x, signs)
+    return kit.sign_constrained(lambda xa: kit.fit_logistic(xa, y, w), x, signs)
 
 
 # ------------------------------------------------------------------------------------ faithfulness
@@ -73,7 +64,7 @@ def claim_table(data: Path) -> dict[str, Any]:
     feats, labels, responses, groups, files, ruled = [], [], [], [], [], []
     response_meta = []  # (file, label, group, task_type)
     for fname in FAITH_FILES:
-        for row in read_jsonl(data / fname):
+        for row in kit.read_jsonl(data / fname):
             rid = len(response_meta)
             group = f"{fname}:{row.get('ragtruth_source_id') or row['question']}"
             response_meta.append((fname, bool(row["label_hallucinated"]), group, row["task_type"]))
@@ -166,11 +157,11 @@ def train_faithfulness(data: Path, folds: int) -> dict[str, Any]:
     p_oof = np.zeros(len(y))
     for k in range(folds):
         train = fold != k
-        p_oof[~train] = predict(*fit_monotone(x[train], y[train], w[train], FAITH_SIGNS), x[~train])
+        p_oof[~train] = kit.predict(*fit_monotone(x[train], y[train], w[train], FAITH_SIGNS), x[~train])
     t_oof, _ = choose_threshold(table, p_oof)
     cv = report(table, p_oof, t_oof, f"{folds}-fold grouped CV (out of fold)")
     intercept, coef = fit_monotone(x, y, w, FAITH_SIGNS)
-    p = predict(intercept, coef, x)
+    p = kit.predict(intercept, coef, x)
     threshold, _ = choose_threshold(table, p)
     fit = report(table, p, threshold, "in-sample fit")
     print("  claim-level AUC (in-sample):", round(roc_auc((1 - y).astype(bool).tolist(), (-p).tolist()) or 0, 4))
@@ -188,20 +179,20 @@ def train_faithfulness(data: Path, folds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__.split("\n\n")[0], WEIGHTS_PATH, argv)
+    args = kit.parse_args(__doc__.split("\n\n")[0], WEIGHTS_PATH, argv)
     faith = train_faithfulness(args.data, args.folds)
     weights = {
         "note": {
-            "trained_by": trained_by("train_offline.py", args),
+            "trained_by": kit.trained_by("train_offline.py", args),
             "date": dt.date.today().isoformat(),
-            "data": {f: file_sha(args.data / f) for f in FAITH_FILES},
+            "data": {f: kit.file_sha(args.data / f) for f in FAITH_FILES},
             "not_trained_on": "faithfulness/halueval_qa.jsonl (length artefact; sanity check only)",
             "model": "L2 logistic regression (numpy Newton) with sign-constrained weights; claim label: supported"
             " unless it overlaps a hallucinated span (RGB: the response label)",
         },
         "faithfulness": faith,
     }
-    return write_weights(args, weights)
+    return kit.write_weights(args, weights)
 
 
 if __name__ == "__main__":

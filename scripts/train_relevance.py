@@ -34,17 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from trainkit import (
-    L2,
-    file_sha,
-    fit_logistic,
-    parse_args,
-    predict,
-    read_jsonl,
-    sign_constrained,
-    trained_by,
-    write_weights,
-)
+import trainkit as kit
 
 from ragwatch.evaluate import neutral_order_key, roc_auc
 from ragwatch.judges.relevance import (
@@ -65,7 +55,7 @@ DIRECT_SIGNS = RELEVANCE_SIGNS[: len(DIRECT_FEATURES)]
 
 
 def fit_listwise(
-    x: np.ndarray, y: np.ndarray, lists: list[np.ndarray], weights: list[float], l2: float = L2
+    x: np.ndarray, y: np.ndarray, lists: list[np.ndarray], weights: list[float], l2: float = kit.L2
 ) -> np.ndarray:
     """Conditional logit: maximise, per list, the mean log-softmax of its relevant candidates (Newton)."""
     d = x.shape[1]
@@ -96,7 +86,7 @@ def load_table(data: Path) -> dict[str, Any]:
     questions: list[tuple[str, np.ndarray]] = []  # (file, row indices)
     for fname in FILES:
         grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in read_jsonl(data / fname):
+        for row in kit.read_jsonl(data / fname):
             grouped[str(row["question_id"])].append(row)
         for rows in grouped.values():
             cands = analyse_candidates(rows[0]["question"], [r["passage"] for r in rows])
@@ -137,7 +127,7 @@ def _balanced_weights(table: dict[str, Any], rows: np.ndarray) -> np.ndarray:
 
 
 def _with_consensus(table: dict[str, Any], stage1: tuple[float, np.ndarray]) -> np.ndarray:
-    votes = predict(*stage1, table["x"])
+    votes = kit.predict(*stage1, table["x"])
     agree = np.zeros(len(votes))
     for _, idx in table["questions"]:
         agree[idx] = consensus([table["near"][i] for i in idx], votes[idx].tolist())
@@ -149,7 +139,7 @@ def fit_model(table: dict[str, Any], train: np.ndarray) -> dict[str, Any]:
     rows = np.nonzero(train)[0]
     x, y = table["x"], table["y"]
     w = _balanced_weights(table, rows)
-    intercept1, coef1 = sign_constrained(lambda xa: fit_logistic(xa, y[rows], w), x[rows], DIRECT_SIGNS)
+    intercept1, coef1 = kit.sign_constrained(lambda xa: kit.fit_logistic(xa, y[rows], w), x[rows], DIRECT_SIGNS)
     x2 = _with_consensus(table, (intercept1, coef1))
     lists = [idx for _, idx in table["questions"] if train[idx[0]] and 0 < y[idx].sum() < len(idx)]
     per_file = defaultdict(int)
@@ -157,9 +147,9 @@ def fit_model(table: dict[str, Any], train: np.ndarray) -> dict[str, Any]:
         if train[idx[0]] and 0 < y[idx].sum() < len(idx):
             per_file[f] += 1
     list_w = [len(lists) / (len(per_file) * per_file[table["file"][idx[0]]]) for idx in lists]
-    _, coef = sign_constrained(lambda xa: (0.0, fit_listwise(xa, y, lists, list_w)), x2, RELEVANCE_SIGNS)
+    _, coef = kit.sign_constrained(lambda xa: (0.0, fit_listwise(xa, y, lists, list_w)), x2, RELEVANCE_SIGNS)
     cal_x = _calibration_inputs(table, x2 @ coef)[rows]
-    cal_intercept, cal = sign_constrained(lambda xa: fit_logistic(xa, y[rows], w, l2=1e-3), cal_x, (1, 1))
+    cal_intercept, cal = kit.sign_constrained(lambda xa: kit.fit_logistic(xa, y[rows], w, l2=1e-3), cal_x, (1, 1))
     return {
         "stage1": (intercept1, coef1),
         "coef": coef,
@@ -178,7 +168,7 @@ def _calibration_inputs(table: dict[str, Any], score: np.ndarray) -> np.ndarray:
 def predict_model(table: dict[str, Any], model: dict[str, Any]) -> np.ndarray:
     x2 = _with_consensus(table, model["stage1"])
     intercept, scale, gap = model["calibration"]
-    return predict(intercept, np.array([scale, gap]), _calibration_inputs(table, x2 @ model["coef"]))
+    return kit.predict(intercept, np.array([scale, gap]), _calibration_inputs(table, x2 @ model["coef"]))
 
 
 # ------------------------------------------------------------------------------------------ figures
@@ -264,19 +254,19 @@ def train(data: Path, folds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__.split("\n\n")[0], WEIGHTS_PATH, argv)
+    args = kit.parse_args(__doc__.split("\n\n")[0], WEIGHTS_PATH, argv)
     weights = {
         "note": {
-            "trained_by": trained_by("train_relevance.py", args),
+            "trained_by": kit.trained_by("train_relevance.py", args),
             "date": dt.date.today().isoformat(),
-            "data": {f: file_sha(args.data / f) for f in FILES},
+            "data": {f: kit.file_sha(args.data / f) for f in FILES},
             "model": "stage 1: sign-constrained L2 logistic regression on the direct features (consensus votes);"
             " ranking: sign-constrained conditional logit per question on all features; calibration: logistic"
             " on the ranking score and its gap to the list's best. Each file weighs the same.",
         },
         **train(args.data, args.folds),
     }
-    return write_weights(args, weights)
+    return kit.write_weights(args, weights)
 
 
 if __name__ == "__main__":
