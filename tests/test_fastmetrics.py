@@ -69,6 +69,51 @@ def test_no_update_is_lost_across_threads_and_ended_threads_are_folded_away() ->
     assert registry.get_sample_value("demo_latency_seconds_sum", {"service": "s"}) == pytest.approx(0.05 * expected)
 
 
+@pytest.mark.parametrize("drain_at", [fastmetrics.DRAIN_AT, 100_000], ids=["owners-drain-too", "scrapes-drain"])
+def test_histogram_scrapes_concurrent_with_observers_are_monotonic_and_lose_nothing(
+    drain_at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fastmetrics, "DRAIN_AT", drain_at)
+    registry = CollectorRegistry()
+    h = histogram("demo_busy_seconds", "Demo.", [], BUCKETS, registry).labels()
+    stop = threading.Event()
+    made = [0] * 4
+
+    def work(k: int) -> None:
+        n = 0
+        while not stop.is_set():
+            for _ in range(50):
+                h.observe(0.05 if n % 2 else 5.0)
+                n += 1
+        made[k] = n
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(made))]
+    for t in threads:
+        t.start()
+    seen = []
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:  # scrape while the owners append (and drain)
+        seen.append(registry.get_sample_value("demo_busy_seconds_count"))
+    stop.set()
+    for t in threads:
+        t.join()
+    total = sum(made)
+    assert len(set(seen)) > 1 and seen == sorted(seen)  # a count that went down would read as a reset
+    assert registry.get_sample_value("demo_busy_seconds_count") == total
+    assert registry.get_sample_value("demo_busy_seconds_bucket", {"le": "0.1"}) == total // 2
+    assert registry.get_sample_value("demo_busy_seconds_sum") == pytest.approx(0.05 * (total // 2) + 5.0 * (total - total // 2))
+
+
+def test_unscraped_histogram_keeps_a_bounded_list_of_pending_values() -> None:
+    registry = CollectorRegistry()
+    h = histogram("demo_idle_seconds", "Demo.", [], BUCKETS, registry).labels()
+    for _ in range(fastmetrics.DRAIN_AT * 3 + 7):
+        h.observe(0.5)
+    assert len(fastmetrics._local.cells[h.slot]) < fastmetrics.DRAIN_AT  # the owner bucketed the rest
+    assert registry.get_sample_value("demo_idle_seconds_bucket", {"le": "1.0"}) == fastmetrics.DRAIN_AT * 3 + 7
+    assert registry.get_sample_value("demo_idle_seconds_bucket", {"le": "0.1"}) == 0
+
+
 def test_labels_are_checked_and_counters_only_go_up() -> None:
     family = ShardedCounter("demo_x", "Demo.", ["a", "b"])
     with pytest.raises(ValueError, match="expected labels"):
