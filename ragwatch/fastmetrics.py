@@ -135,10 +135,12 @@ def _totals(slot: int, sources: list[list[list[float] | None]] | None = None) ->
 
 
 class _CounterChild:
-    __slots__ = ("created", "slot")
+    __slots__ = ("created", "parts", "slot")
 
     def __init__(self) -> None:
         self.slot = _new_slot(1)
+        #: Where this counter's numbers live: its own slot, plus one place in each adder() group it joined.
+        self.parts: list[tuple[int, int]] = [(self.slot, 0)]
         self.created = time.time()
 
     def inc(self, amount: float = 1) -> None:
@@ -149,15 +151,19 @@ class _CounterChild:
         except (AttributeError, IndexError, TypeError):
             _cell(self.slot)[0] += amount
 
-    def get(self) -> float:
-        return _totals(self.slot)[0]
+    def get(self, sources: list[list[list[float] | None]] | None = None) -> float:
+        if sources is None:
+            sources = _sources()
+        return sum(_totals(slot, sources)[i] for slot, i in self.parts)
 
 
 def adder(*children: Any) -> Callable[..., None]:
     """One function adding to several counter children at once: ``add(a, b, c)`` adds a to the first...
 
-    An LLM call bumps input tokens, output tokens and cost together; one thread-local lookup for all of
-    them instead of one each. Amounts must not be negative (they are token counts and prices).
+    An LLM call bumps input tokens, output tokens and cost together. The group gets one cell per thread
+    holding a number for each counter, so the call is one thread-local lookup and a few adds; each counter
+    reports its own numbers plus its share of the group's. Amounts must not be negative (they are token
+    counts and prices).
     """
     if not all(isinstance(c, _CounterChild) for c in children):  # prometheus_client's (multiprocess mode)
         incs = [c.inc for c in children]
@@ -168,24 +174,22 @@ def adder(*children: Any) -> Callable[..., None]:
                     inc(amount)
 
         return add_each
-    if len(children) > 4:
-        raise ValueError("adder() takes at most four counters")
-    # Unrolled for up to four counters (a spare slot pads the rest): loops and comprehensions would cost
-    # more than the three separate calls this replaces.
-    s0, s1, s2, s3 = [c.slot for c in children] + [_new_slot(1) for _ in range(4 - len(children))]
+    if not 1 <= len(children) <= 4:
+        raise ValueError("adder() takes one to four counters")
+    slot = _new_slot(4)  # unused places pad the group to four, so add() needs no loop
+    for i, child in enumerate(children):
+        child.parts.append((slot, i))
 
     def add(a: float, b: float = 0, c: float = 0, d: float = 0) -> None:
         try:
-            cells = _local.cells
-            c0, c1, c2, c3 = cells[s0], cells[s1], cells[s2], cells[s3]
-        except (AttributeError, IndexError):
-            c0 = None
-        if c0 is None or c1 is None or c2 is None or c3 is None:
-            c0, c1, c2, c3 = _cell(s0), _cell(s1), _cell(s2), _cell(s3)
-        c0[0] += a
-        c1[0] += b
-        c2[0] += c
-        c3[0] += d
+            cell = _local.cells[slot]
+            cell[0] += a
+        except (AttributeError, IndexError, TypeError):
+            cell = _cell(slot)
+            cell[0] += a
+        cell[1] += b
+        cell[2] += c
+        cell[3] += d
 
     return add
 
@@ -301,7 +305,7 @@ class ShardedCounter(_Family):
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
         sources = _sources()
         for key, child in self._items():
-            family.add_metric(list(key), _totals(child.slot, sources)[0], created=_created(child))
+            family.add_metric(list(key), child.get(sources), created=_created(child))
         yield family
 
 

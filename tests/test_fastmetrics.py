@@ -115,6 +115,34 @@ def test_unscraped_histogram_keeps_a_bounded_list_of_pending_values() -> None:
     assert registry.get_sample_value("demo_idle_seconds_bucket", {"le": "0.1"}) == 0
 
 
+def test_adder_adds_to_each_counter_beside_its_own_incs_in_every_thread() -> None:
+    registry = CollectorRegistry()
+    family = counter("demo_llm", "Demo.", ["kind"], registry)
+    tokens_in, tokens_out, cost = family.labels("in"), family.labels("out"), family.labels("usd")
+    add = fastmetrics.adder(tokens_in, tokens_out, cost)
+    lone = fastmetrics.adder(family.labels("alone"))
+
+    def work() -> None:
+        for _ in range(1000):
+            add(900, 120, 0.25)
+            tokens_in.inc(1)
+            lone(2)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    work()  # and this thread, which lives on
+    value = lambda kind: registry.get_sample_value("demo_llm_total", {"kind": kind})  # noqa: E731
+    assert value("in") == 4000 * 901
+    assert value("out") == 4000 * 120
+    assert value("usd") == pytest.approx(4000 * 0.25)
+    assert value("alone") == 8000
+    with pytest.raises(ValueError, match="one to four"):
+        fastmetrics.adder(*(family.labels(str(i)) for i in range(5)))
+
+
 def test_labels_are_checked_and_counters_only_go_up() -> None:
     family = ShardedCounter("demo_x", "Demo.", ["a", "b"])
     with pytest.raises(ValueError, match="expected labels"):
