@@ -1,18 +1,14 @@
 """Counters and histograms for the request path, cheaper than prometheus_client's own.
 
 prometheus_client guards every value with a lock and walks the bucket list in Python; one histogram
-observation costs about a microsecond here, and a watched request makes several. These families keep small
-per-(thread, label set) lists instead, which only the owning thread appends or adds to, so no update needs a
-lock and none is ever lost:
-
-* a counter child keeps one number per thread; a scrape sums them;
-* a histogram child keeps a list of raw observations per thread. Observing is one ``append``; the
-  bucketing (a vectorised ``searchsorted``) happens when the list is drained — by a scrape, or by the owning
-  thread itself once the list holds :data:`DRAIN_AT` values, which bounds memory when nobody scrapes.
+observation costs about a microsecond here, and a watched request makes seven of them. These families keep
+one small list of numbers per (thread, label set) instead: the owning thread adds to it without a lock
+(nobody else writes to it), and a scrape sums the lists of all threads. An observation is a thread-local
+lookup, a ``bisect`` and two adds — about a third of the cost — and no update is ever lost, because no two
+threads share a list.
 
 Threads come and go (thread-per-request servers): when a thread has ended, its numbers are folded into a
-"retired" list (its pending observations into their histogram) at the next scrape or the next new thread,
-so memory stays bounded by the live threads.
+"retired" list at the next scrape or the next new thread, so memory stays bounded by the live threads.
 
 They are registered in a :class:`~prometheus_client.CollectorRegistry` like any collector and expose the
 same samples a prometheus_client ``Counter`` / ``Histogram`` would (``_total``, ``_bucket``, ``_count``,
@@ -27,20 +23,16 @@ import os
 import threading
 import time
 import weakref
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["DRAIN_AT", "adder", "counter", "histogram"]
-
-#: Pending observations per (thread, histogram child) at which the owning thread buckets them itself. Small
-#: enough that the list stays a few KiB, large enough that the numpy call behind it costs ~30 ns per value.
-DRAIN_AT = 512
+__all__ = ["adder", "counter", "histogram"]
 
 _local = threading.local()
 _lock = threading.Lock()
@@ -48,8 +40,7 @@ _lock = threading.Lock()
 _shards: list[tuple[threading.Thread, list[list[float] | None]]] = []
 #: Numbers of threads that have ended, summed per slot.
 _retired: list[list[float] | None] = []
-_widths: list[int] = []  # slot -> cell length: 1 for a counter, 0 (a list of pending values) for a histogram
-_histograms: dict[int, _HistogramChild] = {}  # histogram slot -> its child, which drains pending values
+_widths: list[int] = []  # slot -> cell length (buckets + sum, or 1 for a counter)
 _families: weakref.WeakSet[_Family] = weakref.WeakSet()
 
 
@@ -64,13 +55,10 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def _new_slot(width: int, histogram: _HistogramChild | None = None) -> int:
+def _new_slot(width: int) -> int:
     with _lock:
         _widths.append(width)
-        slot = len(_widths) - 1
-        if histogram is not None:
-            _histograms[slot] = histogram
-        return slot
+        return len(_widths) - 1
 
 
 def _retire_dead() -> None:
@@ -82,9 +70,6 @@ def _retire_dead() -> None:
             continue
         for slot, cell in enumerate(cells):
             if cell is None:
-                continue
-            if not _widths[slot]:
-                _histograms[slot]._drain(cell)
                 continue
             while len(_retired) <= slot:
                 _retired.append(None)
@@ -195,58 +180,22 @@ def adder(*children: Any) -> Callable[..., None]:
 
 
 class _HistogramChild:
-    __slots__ = ("_edges", "_totals", "bounds", "created", "slot")
+    __slots__ = ("bounds", "created", "slot")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds  # finite upper bounds; index len(bounds) is +Inf
-        self._edges = np.array(bounds, dtype=float)
-        #: Drained observations: one count per bucket (+Inf last), then the sum. Changed under ``_lock`` only.
-        self._totals = [0.0] * (len(bounds) + 2)
-        self.slot = _new_slot(0, self)
+        self.bounds = bounds  # finite upper bounds; index len(bounds) is +Inf, the last cell the sum
+        self.slot = _new_slot(len(bounds) + 2)
         self.created = time.time()
 
     def observe(self, amount: float) -> None:
+        i = bisect_left(self.bounds, amount)
         try:
-            pending = _local.cells[self.slot]
-            pending.append(amount)
+            cell = _local.cells[self.slot]
+            cell[i] += 1
         except (AttributeError, IndexError, TypeError):
-            pending = _cell(self.slot)
-            pending.append(amount)
-        if len(pending) >= DRAIN_AT:
-            with _lock:
-                self._drain(pending)
-
-    def _drain(self, pending: list[float]) -> None:
-        """Bucket and remove the values ``pending`` holds now; call with ``_lock`` held.
-
-        Its owning thread may be appending meanwhile: a slice copy and a slice deletion of the first ``n``
-        items are each atomic, and appends only ever go after them, so nothing is counted twice or lost.
-        """
-        n = len(pending)
-        if not n:
-            return
-        values = pending[:n]
-        del pending[:n]
-        try:
-            array = np.array(values, dtype=float)
-        except (TypeError, ValueError):  # not numbers: a caller's bug, kept out of every later scrape
-            array = np.array([v for v in values if isinstance(v, (int, float))], dtype=float)
-        counts = np.bincount(np.searchsorted(self._edges, array, side="left"), minlength=len(self._totals) - 1)
-        totals = self._totals
-        for i, count in enumerate(counts.tolist()):
-            totals[i] += count
-        totals[-1] += math.fsum(array.tolist())
-
-    def _snapshot(self, sources: list[list[list[float] | None]]) -> list[float]:
-        """Counts and sum over every thread: drain what each holds, then copy the totals."""
-        slot = self.slot
-        with _lock:
-            for cells in sources:
-                if len(cells) > slot:
-                    pending = cells[slot]
-                    if pending:
-                        self._drain(pending)
-            return list(self._totals)
+            cell = _cell(self.slot)
+            cell[i] += 1
+        cell[-1] += amount
 
 
 class _Family(Collector):
@@ -332,7 +281,7 @@ class ShardedHistogram(_Family):
         edges = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
         sources = _sources()
         for key, child in self._items():
-            totals = child._snapshot(sources)
+            totals = _totals(child.slot, sources)
             cumulative, buckets = 0.0, []
             for edge, count in zip(edges, totals[:-1], strict=True):
                 cumulative += count
