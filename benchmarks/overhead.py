@@ -524,7 +524,7 @@ def report(variants: list[Variant], wall: float, batch: int, untimed: int) -> di
     mean_over = stats[RW_METRICS]["mean_us"] - stats[BARE]["mean_us"]
     hand_mean_over = stats[HAND_METRICS]["mean_us"] - stats[BARE]["mean_us"]
     print(
-        f"(metrics-only overhead by the mean, which also carries the occasional batch work: ragwatch "
+        f"(metrics-only overhead by the mean, garbage collection and other pauses included: ragwatch "
         f"{mean_over:.1f} µs, Prometheus by hand {hand_mean_over:.1f} µs)"
     )
     hand_metrics = stats[HAND_METRICS]["overhead_p50_us"]
