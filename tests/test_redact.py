@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ragwatch import redact as redact_module
 from ragwatch.errors import ConfigError
 from ragwatch.redact import BUILTIN_PATTERNS, FAILED, Redactor
 
@@ -415,6 +416,24 @@ def test_random_text_never_raises() -> None:
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60)))
         assert isinstance(redact(text), str)
+
+
+def test_number_gate_lets_through_every_text_a_number_pattern_matches() -> None:
+    """The gate only skips work: any text the phone, id or card patterns match must pass it."""
+    rng = random.Random(99)
+    alphabet = "0123456789" * 3 + "０１３８９ -+x年:./"
+    matched = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(7, 30)))
+        patterns = (redact_module._PHONE, redact_module._CN_ID, redact_module._BANK_CARD)
+        if any(pattern.search(text) for pattern in patterns):
+            matched += 1
+            assert redact_module._NUMBER_GATE.search(text), text
+    assert matched > 1000  # the random texts did exercise every pattern's shapes
+    for text in ("+1 415 555 2671", "138 1234 5678", "0086-138-1234-5678", cn_id(), "6222 0212 3456 7890"):
+        assert redact_module._NUMBER_GATE.search(text), text
+    for text in ("released on 2024-03-18", "version 2.4.1", "USD 1,250.00", "at 10:30 on 12/31"):
+        assert not redact_module._NUMBER_GATE.search(text), text
 
 
 HOSTILE = [
