@@ -2,24 +2,28 @@
 
 The host's own call is never inside a ``try`` of ours that could change its outcome: its return value
 and its exceptions pass through untouched (a stream result comes back wrapped in a transparent proxy).
-Our bookkeeping runs before and after, in sections guarded by the :class:`~ragwatch.stages.Call` object.
+Our bookkeeping runs before and after, in sections guarded by a :class:`~ragwatch.stages.Call` object —
+or, for a plain or async function when no per-call object is needed (tracing off), by the function's
+:class:`~ragwatch.stages.Stage`, which keeps the call's state in the wrapper's local variables.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .guard import Guard
 from .run import _SUPPRESS, _suppress_used
-from .stages import Call
+from .stages import Call, Stage
 from .streams import AsyncStream, SyncStream
 
 __all__ = ["Begin", "instrument"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+_perf = time.perf_counter
 #: Creates the call object from the host function's arguments.
 Begin = Callable[[tuple, dict], Call]
 
@@ -38,17 +42,62 @@ def _open(begin: Begin, args: tuple, kwargs: dict, guard: Guard, activate: bool)
         return None
 
 
-def instrument(fn: F, begin: Begin, guard: Guard) -> F:
-    """Wrap ``fn`` so each call runs inside a call object made by ``begin``."""
+def instrument(fn: F, begin: Begin, guard: Guard, stage: Stage | None = None) -> F:
+    """Wrap ``fn`` so each call runs inside a call object made by ``begin`` — or, for a plain or async
+    function, through ``stage`` when one is given (no call object needed)."""
     if inspect.isasyncgenfunction(fn):
         wrapper: Any = _async_gen_wrapper(fn, begin, guard)
     elif inspect.isgeneratorfunction(fn):
         wrapper = _gen_wrapper(fn, begin, guard)
     elif inspect.iscoroutinefunction(fn):
-        wrapper = _async_wrapper(fn, begin, guard)
+        wrapper = _async_wrapper(fn, begin, guard) if stage is None else _async_stage_wrapper(fn, stage, guard)
     else:
-        wrapper = _sync_wrapper(fn, begin, guard)
+        wrapper = _sync_wrapper(fn, begin, guard) if stage is None else _sync_stage_wrapper(fn, stage, guard)
     return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
+
+
+def _sync_stage_wrapper(fn: Callable[..., Any], stage: Stage, guard: Guard) -> Callable[..., Any]:
+    begin, done, fail = stage.begin, stage.done, stage.fail
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _suppress_used[0] and _SUPPRESS.get():
+            return fn(*args, **kwargs)
+        try:
+            state = begin(args, kwargs)
+        except Exception as exc:
+            guard.failed("capture", exc)
+            return fn(*args, **kwargs)
+        start = _perf()
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            fail(state, start, exc, args, kwargs)
+            raise
+        return done(state, start, result, args, kwargs)
+
+    return wrapper
+
+
+def _async_stage_wrapper(fn: Callable[..., Any], stage: Stage, guard: Guard) -> Callable[..., Any]:
+    begin, done, fail = stage.begin, stage.done, stage.fail
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _suppress_used[0] and _SUPPRESS.get():
+            return await fn(*args, **kwargs)
+        try:
+            state = begin(args, kwargs)
+        except Exception as exc:
+            guard.failed("capture", exc)
+            return await fn(*args, **kwargs)
+        start = _perf()
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            fail(state, start, exc, args, kwargs)
+            raise
+        return done(state, start, result, args, kwargs)
+
+    return wrapper
 
 
 def _sync_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callable[..., Any]:

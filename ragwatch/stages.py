@@ -1,10 +1,21 @@
 """The bookkeeping of one stage call: pipeline (a whole request), retrieve, generate.
 
-A call object is created just before the host function runs and finished when its result — or, for a
-stream, the last item — is in. Each public method is one guarded section: whatever goes wrong inside is
-counted in ``ragwatch_internal_errors_total`` and logged, and the host carries on with its own result. The
-wrappers in :mod:`ragwatch.instrument` and the context managers in :mod:`ragwatch.watch` drive these
-objects; nothing here knows whether the host is sync or async.
+What a finished call records — stage latency, chunk counts, tokens and cost, the run's facts — is written
+once, in the ``record_*`` functions. Two drivers call them:
+
+* a **call object** (:class:`Call` and its subclasses) carries the per-call state a span or a stream needs:
+  it is created just before the host function runs and finished when its result — or, for a stream, the
+  last item — is in. Tracing, generator functions, returned streams, context managers and the ASGI
+  middleware use these;
+* a **stage** (:class:`Stage` and its subclasses) is made once per decorated function and keeps a plain
+  call's state in the wrapper's local variables instead. With tracing off, a plain or async function's
+  call goes through its stage: no object per call and three fewer Python calls per stage, which is most of
+  the metrics-only overhead (``benchmarks/overhead.py``). A stream result hands over to a call object.
+
+Each public method is one guarded section: whatever goes wrong inside is counted in
+``ragwatch_internal_errors_total`` and logged, and the host carries on with its own result. The wrappers in
+:mod:`ragwatch.instrument` and the context managers in :mod:`ragwatch.watch` drive these objects; nothing
+here knows whether the host is sync or async.
 """
 
 from __future__ import annotations
@@ -26,7 +37,18 @@ from .run import _RUN, Run
 if TYPE_CHECKING:
     from .watch import RagWatch
 
-__all__ = ["Call", "DegradedRetrieveCall", "GenerateCall", "PipelineCall", "RetrieveCall", "is_stream"]
+__all__ = [
+    "Call",
+    "DegradedRetrieveCall",
+    "GenerateCall",
+    "GenerateStage",
+    "PipelineCall",
+    "PipelineStage",
+    "RetrieveCall",
+    "RetrieveStage",
+    "Stage",
+    "is_stream",
+]
 
 _perf = time.perf_counter
 _CANCELLED = (GeneratorExit, asyncio.CancelledError)
@@ -71,6 +93,128 @@ def _outcome(exc: BaseException | None) -> str:
     if exc is None:
         return "ok"
     return "cancelled" if isinstance(exc, _CANCELLED) else "error"
+
+
+def _observe(rw: RagWatch, run: Run | None, stage: str, elapsed: float, exc: BaseException | None) -> str:
+    """A stage's latency into its histogram and the run's durations; returns the outcome."""
+    outcome = "ok" if exc is None else _outcome(exc)
+    children = rw._stage_children
+    if children:
+        children[(stage, outcome)].observe(elapsed)
+    if run is not None:
+        durations = run.durations
+        if stage in durations:
+            durations[stage] += elapsed
+        else:
+            durations[stage] = elapsed
+    return outcome
+
+
+def record_retrieval(
+    rw: RagWatch, run: Run | None, elapsed: float, result: Any, exc: BaseException | None
+) -> int | None:
+    """A finished retriever call; returns how many chunks came back (None: nothing countable)."""
+    _observe(rw, run, "retrieve", elapsed, exc)
+    if exc is not None or result is None:
+        return None
+    try:
+        count = len(result)
+    except TypeError:
+        return None  # an iterator we must not consume; nothing to count
+    if rw._chunks_child is not None:
+        rw._chunks_child.observe(count)
+    if run is not None:
+        run.retrieved = result
+    return count
+
+
+def record_generation(
+    rw: RagWatch,
+    run: Run | None,
+    elapsed: float,
+    result: Any,
+    exc: BaseException | None,
+    model: str | None,
+    prompt: Any,
+    acc: StreamAccumulator | None = None,
+    ttft: float | None = None,
+) -> tuple[str, Usage | None, float | None]:
+    """A finished LLM call: tokens (reported, else estimated from ``prompt`` and the answer), cost, TTFT.
+
+    ``acc`` holds what a stream delivered (then ``result`` is ignored). Returns (model, usage, cost) for
+    the span.
+    """
+    _observe(rw, run, "generate", elapsed, exc)
+    text: str | None = None
+    usage: Usage | None = None
+    answered: str | None = None
+    if acc is not None:
+        text, usage, answered = acc.text, acc.usage, acc.model
+    elif exc is None and result is not None:
+        try:
+            text, usage, answered = read_response(result)
+        except Exception as err:
+            rw._guard.failed("response", err)
+    model = answered or model or "unknown"
+    if usage is None and text is not None:
+        usage = Usage(_estimate_prompt(prompt), estimate_tokens(text), 0, True)
+    try:
+        children = rw._models[model]
+    except KeyError:
+        children = rw._model_children(model)
+    cost = None
+    if usage is not None:
+        try:
+            cost = rw._pricing.cost(model, usage)
+        except Exception as err:  # a broken pricing entry: counted, the call goes on without cost
+            rw._guard.failed("pricing", err)
+        else:
+            if cost is None:
+                rw._unpriced(model, children)
+    if children is not None:
+        if ttft is not None:
+            children.ttft.observe(ttft)
+        if usage is not None:
+            if usage.estimated:
+                children.add_estimated(usage.input_tokens, usage.output_tokens, cost or 0.0)
+            else:
+                u = usage
+                children.add_reported(u.input_tokens, u.output_tokens, u.cached_input_tokens, cost or 0.0)
+    if run is not None:
+        if text is not None:
+            run.answer = text
+        run.model = model
+        run.usage = usage
+        run.cost_usd = cost
+        if ttft is not None and run.ttft is None:
+            run.ttft = ttft
+    return model, usage, cost
+
+
+def record_request(rw: RagWatch, run: Run, elapsed: float, result: Any, exc: BaseException | None) -> None:
+    """Close a run and hand it to the listeners (the sampler); each listener's errors are contained."""
+    run.outcome = _observe(rw, run, "request", elapsed, exc)
+    if exc is not None:
+        run.error = type(exc).__qualname__
+    elif run.answer is None and isinstance(result, str):
+        run.answer = result
+    if rw._listeners:
+        rw._run_ended(run)
+
+
+def open_run(rw: RagWatch, question: str | None, route: str | None) -> Run | None:
+    """A new run for a request, or None inside one already running (a middleware run or an outer
+    pipeline), which the inner one joins: it may fill in the question, and records nothing itself."""
+    current = _RUN.get()
+    if current is not None:
+        if question and current.question is None:
+            current.question = question
+        return None
+    run = Run(rw.service, question, route)
+    mode = rw._mode
+    if mode is not None and mode._thread is None:
+        mode.start()
+    return run
 
 
 class Call:
@@ -131,22 +275,8 @@ class Call:
         if self._ended:
             return
         self._ended = True
-        outcome = "error"
         try:
-            elapsed = _perf() - self.start
-            outcome = "ok" if exc is None else _outcome(exc)
-            stage = self.stage
-            children = self.rw._stage_children
-            if children:
-                children[(stage, outcome)].observe(elapsed)
-            run = self.run
-            if run is not None:  # Run.add_duration inlined
-                durations = run.durations
-                if stage in durations:
-                    durations[stage] += elapsed
-                else:
-                    durations[stage] = elapsed
-            self._record(result, exc)
+            self._record(_perf() - self.start, result, exc)
         except Exception as err:
             self.rw._guard.failed("capture", err)
         span = self.span
@@ -154,15 +284,15 @@ class Call:
             try:
                 if exc is not None and span.is_recording():
                     span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
-                    if outcome == "error":
+                    if _outcome(exc) == "error":
                         span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
                         span.record_exception(exc)
                 span.end()
             except Exception as err:
                 self.rw._guard.failed("tracing", err)
 
-    def _record(self, result: Any, exc: BaseException | None) -> None:
-        """What a stage records beyond its duration (already observed by :meth:`finish`)."""
+    def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
+        """Record the finished call through its stage's ``record_*`` function, and describe the span."""
 
 
 class PipelineCall(Call):
@@ -180,28 +310,27 @@ class PipelineCall(Call):
         name: str | None = None,
         args: tuple | None = None,
         kwargs: dict | None = None,
+        run: Run | None = None,
     ) -> None:
-        """``args``/``kwargs`` are the watched function's (the decorator's case): the question is read there."""
+        """``args``/``kwargs`` are the watched function's (the decorator's case): the question is read there.
+        ``run`` adopts a run a :class:`PipelineStage` opened (its function returned a stream)."""
         if args is not None and question is None:
             question = args[0] if not kwargs and args and type(args[0]) is str else question_of(args, kwargs)
         self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
-        self.run = _RUN.get()
         self.span = self._ctx_token = None
-        self._ended = self.active = False
         self._run_token: object | None = None
-        self._owner = self.run is None
-        if not self._owner:  # nested inside a middleware run or another pipeline: join it, record nothing
-            if question and self.run is not None and self.run.question is None:
-                self.run.question = question
+        if run is None:
+            run = open_run(rw, question, route)
+        self._owner = run is not None
+        if run is None:  # nested inside a middleware run or another pipeline: joined it, records nothing
+            self.run = _RUN.get()
             self._ended = True
+            self.active = False
             self.start = _perf()
             return
-        run = Run(rw.service, question, route)
         self.run = run
+        self._ended = False
         self.active = True
-        mode = rw._mode
-        if mode is not None and mode._thread is None:
-            mode.start()
         tracer = rw._tracer
         if tracer is not None:
             self.span = span = tracer.start_span(
@@ -232,18 +361,9 @@ class PipelineCall(Call):
                 except Exception as exc:
                     self.rw._guard.failed("capture", exc)
 
-    def _record(self, result: Any, exc: BaseException | None) -> None:
-        """Close the run and hand it to the listeners (the sampler); each listener's errors are contained."""
-        run = self.run
-        if run is None:
-            return
-        run.outcome = "ok" if exc is None else _outcome(exc)
-        if exc is not None:
-            run.error = type(exc).__qualname__
-        elif run.answer is None and isinstance(result, str):
-            run.answer = result
-        if self.rw._listeners:
-            self.rw._run_ended(run)
+    def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
+        if self.run is not None:
+            record_request(self.rw, self.run, elapsed, result, exc)
 
 
 class RetrieveCall(Call):
@@ -273,28 +393,16 @@ class RetrieveCall(Call):
             self._items = []
         self._items.append(item)
 
-    def _record(self, result: Any, exc: BaseException | None) -> None:
+    def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         if result is None:
             result = self._items  # a retriever that yields its chunks one by one (or None)
-        if exc is not None or result is None:
-            return
-        rw = self.rw
-        try:
-            count = len(result)
-        except TypeError:
-            count = None  # an iterator we must not consume; nothing to count
-        if count is None:
-            return
-        if rw._chunks_child is not None:
-            rw._chunks_child.observe(count)
-        if self.run is not None:
-            self.run.retrieved = result
+        count = record_retrieval(self.rw, self.run, elapsed, result, exc)
         span = self.span
-        if span is not None and span.is_recording():
+        if count is not None and span is not None and span.is_recording():
             try:
                 self._describe(span, normalize_chunks(result), count)
             except Exception as err:
-                rw._guard.failed("chunks", err)
+                self.rw._guard.failed("chunks", err)
 
     def _describe(self, span: Any, chunks: list[Chunk], count: int) -> None:
         limit = self.rw.settings.max_span_chunks
@@ -373,53 +481,10 @@ class GenerateCall(Call):
         if carried_text and self.ttft is None:
             self.ttft = _perf() - self.start
 
-    def _record(self, result: Any, exc: BaseException | None) -> None:
-        rw = self.rw
-        acc = self._acc
-        text: str | None = None
-        usage: Usage | None = None
-        model: str | None = None
-        if acc is not None:
-            text, usage, model = acc.text, acc.usage, acc.model
-        elif exc is None and result is not None:
-            try:
-                text, usage, model = read_response(result)
-            except Exception as err:
-                rw._guard.failed("response", err)
-        model = model or self.model or "unknown"
-        if usage is None and text is not None:
-            usage = Usage(_estimate_prompt(self._prompt), estimate_tokens(text), 0, True)
-        try:
-            children = rw._models[model]
-        except KeyError:
-            children = rw._model_children(model)
-        cost = None
-        if usage is not None:
-            try:
-                cost = rw._pricing.cost(model, usage)
-            except Exception as err:  # a broken pricing entry: counted, the call goes on without cost
-                rw._guard.failed("pricing", err)
-            else:
-                if cost is None:
-                    rw._unpriced(model, children)
-        if children is not None:
-            if self.ttft is not None:
-                children.ttft.observe(self.ttft)
-            if usage is not None:
-                if usage.estimated:
-                    children.add_estimated(usage.input_tokens, usage.output_tokens, cost or 0.0)
-                else:
-                    u = usage
-                    children.add_reported(u.input_tokens, u.output_tokens, u.cached_input_tokens, cost or 0.0)
-        run = self.run
-        if run is not None:
-            if text is not None:
-                run.answer = text
-            run.model = model
-            run.usage = usage
-            run.cost_usd = cost
-            if self.ttft is not None and run.ttft is None:
-                run.ttft = self.ttft
+    def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
+        model, usage, cost = record_generation(
+            self.rw, self.run, elapsed, result, exc, self.model, self._prompt, self._acc, self.ttft
+        )
         span = self.span
         if span is not None and span.is_recording():
             span.set_attribute(sc.RESPONSE_MODEL, model)
@@ -434,6 +499,174 @@ class GenerateCall(Call):
                 span.set_attribute(sc.COST, cost)
             if self.ttft is not None:
                 span.set_attribute(sc.TTFT, self.ttft)
+
+
+# -- stages: a plain call's bookkeeping without a call object ------------------------------------------------
+
+
+class _Degraded:
+    """A retriever call's state when it began in degraded mode: its result passes the degraded policies."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, run: Run | None) -> None:
+        self.run = run
+
+
+def degraded_top_k(rw: RagWatch, kwargs: dict) -> None:
+    """In degraded mode, lower the retriever's ``top_k``/``k`` argument (the call receives this dict)."""
+    top_k = rw.settings.degraded_top_k
+    if top_k is not None:
+        for key in ("top_k", "k"):
+            if key in kwargs:
+                kwargs[key] = top_k
+
+
+class Stage:
+    """One watched function's bookkeeping for calls that need no call object (tracing off, plain or async
+    function): made once at decoration, it keeps each call's state in the wrapper's local variables.
+
+    The wrapper calls ``state = begin(args, kwargs)`` before the host function, then ``done(state, start,
+    result, args, kwargs)`` with its result (what ``done`` returns goes to the caller: the result itself, or
+    a proxy when it is a stream, which a call object then follows) or ``fail(...)`` with its exception.
+    ``done`` and ``fail`` never raise.
+    """
+
+    __slots__ = ("rw",)
+
+    def __init__(self, rw: RagWatch) -> None:
+        self.rw = rw
+
+    def begin(self, args: tuple, kwargs: dict) -> Any:
+        return _RUN.get()
+
+    def done(self, state: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
+        elapsed = _perf() - start
+        try:  # is_stream() inlined, as in Call.done
+            found = _STREAM_TYPES[type(result)]
+        except KeyError:
+            found = is_stream(result)
+        try:
+            if found:
+                return self._follow(state, start, result, args, kwargs)
+            self._record(state, elapsed, result, None, args, kwargs)
+        except Exception as err:
+            self.rw._guard.failed("capture", err)
+        return result
+
+    def fail(self, state: Any, start: float, exc: BaseException, args: tuple, kwargs: dict) -> None:
+        try:
+            self._record(state, _perf() - start, None, exc, args, kwargs)
+        except Exception as err:
+            self.rw._guard.failed("capture", err)
+
+    def _record(
+        self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict
+    ) -> None:
+        raise NotImplementedError
+
+    def _call(self, state: Any, args: tuple, kwargs: dict) -> Call:
+        """The call object that takes over when the function returned a stream."""
+        raise NotImplementedError
+
+    def _follow(self, state: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
+        from .streams import proxy_stream
+
+        call = self._call(state, args, kwargs)
+        call.start = start  # the stream's stage began when the function was called
+        return proxy_stream(result, call)
+
+
+class RetrieveStage(Stage):
+    __slots__ = ("name",)
+
+    def __init__(self, rw: RagWatch, name: str) -> None:
+        self.rw = rw
+        self.name = name
+
+    def begin(self, args: tuple, kwargs: dict) -> Any:
+        """Fill in the run's question if the pipeline could not read it; in degraded mode, lower top_k."""
+        run = _RUN.get()
+        if run is not None and run.question is None:
+            run.question = question_of(args, kwargs)
+        mode = self.rw._mode
+        if mode is not None and mode.degraded:
+            degraded_top_k(self.rw, kwargs)
+            return _Degraded(run)
+        return run
+
+    def done(self, state: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
+        if type(state) is _Degraded:
+            result = self.rw._degraded_result(state.run.question if state.run else None, result)
+        return Stage.done(self, state, start, result, args, kwargs)
+
+    def _record(
+        self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict
+    ) -> None:
+        record_retrieval(self.rw, state.run if type(state) is _Degraded else state, elapsed, result, exc)
+
+    def _call(self, state: Any, args: tuple, kwargs: dict) -> Call:
+        return RetrieveCall(self.rw, None, self.name)
+
+
+class GenerateStage(Stage):
+    __slots__ = ("model", "provider")
+
+    def __init__(self, rw: RagWatch, model: str | None, provider: str | None) -> None:
+        self.rw = rw
+        self.model = model
+        self.provider = provider
+
+    def _record(
+        self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict
+    ) -> None:
+        model = kwargs["model"] if kwargs and isinstance(kwargs.get("model"), str) else self.model
+        record_generation(self.rw, state, elapsed, result, exc, model, (args, kwargs))
+
+    def _call(self, state: Any, args: tuple, kwargs: dict) -> Call:
+        return GenerateCall(self.rw, self.model, self.provider, args, kwargs)
+
+
+class PipelineStage(Stage):
+    """A request: ``begin`` opens the run and makes it current, ``done``/``fail`` restore the context first."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, rw: RagWatch, name: str | None) -> None:
+        self.rw = rw
+        self.name = name
+
+    def begin(self, args: tuple, kwargs: dict) -> Any:
+        question = args[0] if not kwargs and args and type(args[0]) is str else question_of(args, kwargs)
+        run = open_run(self.rw, question, None)
+        if run is None:
+            return None  # joined an outer run: nothing of its own to record
+        return run, _RUN.set(run)
+
+    def done(self, state: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
+        if state is None:
+            return result
+        self._leave(state)
+        return Stage.done(self, state, start, result, args, kwargs)
+
+    def fail(self, state: Any, start: float, exc: BaseException, args: tuple, kwargs: dict) -> None:
+        if state is not None:
+            self._leave(state)
+            Stage.fail(self, state, start, exc, args, kwargs)
+
+    def _leave(self, state: tuple[Run, Any]) -> None:
+        try:
+            _RUN.reset(state[1])
+        except Exception as exc:
+            self.rw._guard.failed("capture", exc)
+
+    def _record(
+        self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict
+    ) -> None:
+        record_request(self.rw, state[0], elapsed, result, exc)
+
+    def _call(self, state: Any, args: tuple, kwargs: dict) -> Call:
+        return PipelineCall(self.rw, name=self.name, run=state[0])
 
 
 def _estimate_prompt(prompt: Any) -> int:

@@ -33,7 +33,18 @@ from .run import Run
 from .sample import Limits, build_record, encode_record
 from .sampling import REASONS, Sampler
 from .settings import Settings, load_settings
-from .stages import Call, DegradedRetrieveCall, GenerateCall, PipelineCall, RetrieveCall, question_of
+from .stages import (
+    Call,
+    DegradedRetrieveCall,
+    GenerateCall,
+    GenerateStage,
+    PipelineCall,
+    PipelineStage,
+    RetrieveCall,
+    RetrieveStage,
+    Stage,
+    _Degraded,
+)
 
 __all__ = ["RagWatch", "Scope"]
 
@@ -233,25 +244,18 @@ class RagWatch:
 
     def retriever(self, fn: Any = None, *, name: str = "retrieval") -> Any:
         """Watch a retriever (sync, async or a generator of chunks); its result is returned unchanged."""
+        stage = RetrieveStage(self, name)
 
         def begin(args: tuple, kwargs: dict) -> Call:
-            degraded = self._mode is not None and self._mode.degraded
-            if degraded and self.settings.degraded_top_k is not None:
-                for key in ("top_k", "k"):
-                    if key in kwargs:
-                        kwargs[key] = self.settings.degraded_top_k  # the call below receives this dict
+            degraded = type(stage.begin(args, kwargs)) is _Degraded  # the question, degraded top_k
             top_k = None
             if kwargs:
                 top_k = kwargs["top_k"] if "top_k" in kwargs else kwargs.get("k")
-            call = (DegradedRetrieveCall if degraded else RetrieveCall)(
+            return (DegradedRetrieveCall if degraded else RetrieveCall)(
                 self, top_k if isinstance(top_k, int) else None, name
             )
-            run = call.run
-            if run is not None and run.question is None:
-                run.question = question_of(args, kwargs)
-            return call
 
-        return self._decorator(fn, begin)
+        return self._decorator(fn, begin, stage)
 
     @overload
     def llm(self, fn: F) -> F: ...
@@ -266,7 +270,8 @@ class RagWatch:
         """
 
         # The class itself is the begin function (via partial): no Python frame between wrapper and call.
-        return self._decorator(fn, functools.partial(GenerateCall, self, model, provider))
+        begin = functools.partial(GenerateCall, self, model, provider)
+        return self._decorator(fn, begin, GenerateStage(self, model, provider))
 
     @overload
     def pipeline(self, fn: F) -> F: ...
@@ -276,12 +281,14 @@ class RagWatch:
     def pipeline(self, fn: Any = None, *, name: str | None = None) -> Any:
         """Watch one user request end to end: one trace, one run, one candidate for sampling."""
 
-        return self._decorator(fn, functools.partial(PipelineCall, self, None, None, name))
+        return self._decorator(fn, functools.partial(PipelineCall, self, None, None, name), PipelineStage(self, name))
 
-    def _decorator(self, fn: Any, begin: Callable[[tuple, dict], Call]) -> Any:
+    def _decorator(self, fn: Any, begin: Callable[[tuple, dict], Call], stage: Stage) -> Any:
+        # Spans need a call object per call; without tracing, plain calls go through the stage alone.
+        lean = stage if self._tracer is None else None
         if fn is None:
-            return lambda f: instrument(f, begin, self._guard)
-        return instrument(fn, begin, self._guard)
+            return lambda f: instrument(f, begin, self._guard, lean)
+        return instrument(fn, begin, self._guard, lean)
 
     # -- context managers (for code that cannot be decorated) ------------------------------------------
     def request(self, question: str | None = None, *, route: str | None = None) -> Scope:

@@ -38,6 +38,12 @@ def expected_cost(model: str, inp: int, out: int, cached: int = 0) -> float:
     return ((inp - cached) * price.input + cached * cached_price + out * price.output) / 1e6
 
 
+@pytest.fixture(params=["tracing", "metrics-only"])
+def any_rw(request: pytest.FixtureRequest, registry: CollectorRegistry, provider: Any) -> ragwatch.RagWatch:
+    """Both drivers of the bookkeeping: call objects (tracing on) and stages (tracing off, plain functions)."""
+    return ragwatch.RagWatch("svc", registry=registry, tracer_provider=provider, tracing=request.param == "tracing")
+
+
 def make_sync(rw: ragwatch.RagWatch) -> Any:
     @rw.retriever
     def retrieve(question: str, top_k: int = 3) -> list[dict[str, Any]]:
@@ -54,29 +60,37 @@ def make_sync(rw: ragwatch.RagWatch) -> Any:
     return answer
 
 
-def test_sync_pipeline_spans_metrics_and_run(rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
+def test_sync_pipeline_spans_metrics_and_run(
+    any_rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
+) -> None:
+    rw = any_rw
     runs: list[ragwatch.Run] = []
     rw.add_listener(runs.append)
     answer = make_sync(rw)
 
     assert answer("How much for hotels?") == "Hotels are capped at 600 CNY per night."
 
-    root, ret, chat = spans.named("rag svc"), spans.named("retrieval"), spans.named("chat gpt-4o-mini")
-    assert ret.parent is not None and ret.parent.span_id == root.context.span_id
-    assert chat.parent is not None and chat.parent.span_id == root.context.span_id
-    assert ret.context.trace_id == chat.context.trace_id == root.context.trace_id
-    assert chat.kind == SpanKind.CLIENT
-    assert ret.attributes["gen_ai.operation.name"] == "retrieval"
-    assert ret.attributes["gen_ai.retrieval.top_k"] == 3
-    assert ret.attributes["ragwatch.retrieval.chunk_ids"] == ("a", "b", "c")
-    assert ret.attributes["ragwatch.retrieval.chunk_scores"] == (0.91, 0.74, 0.52)
-    assert "ragwatch.retrieval.chunk_texts" not in ret.attributes  # text only when opted in
-    assert chat.attributes["gen_ai.operation.name"] == "chat"
-    assert chat.attributes["gen_ai.request.model"] == "gpt-4o-mini"
-    assert chat.attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
-    assert chat.attributes["gen_ai.usage.input_tokens"] == 1000
-    assert chat.attributes["gen_ai.usage.output_tokens"] == 100
-    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 400
+    if rw._tracer is None:
+        assert spans.all() == []
+        trace_id = None
+    else:
+        root, ret, chat = spans.named("rag svc"), spans.named("retrieval"), spans.named("chat gpt-4o-mini")
+        trace_id = format(root.context.trace_id, "032x")
+        assert ret.parent is not None and ret.parent.span_id == root.context.span_id
+        assert chat.parent is not None and chat.parent.span_id == root.context.span_id
+        assert ret.context.trace_id == chat.context.trace_id == root.context.trace_id
+        assert chat.kind == SpanKind.CLIENT
+        assert ret.attributes["gen_ai.operation.name"] == "retrieval"
+        assert ret.attributes["gen_ai.retrieval.top_k"] == 3
+        assert ret.attributes["ragwatch.retrieval.chunk_ids"] == ("a", "b", "c")
+        assert ret.attributes["ragwatch.retrieval.chunk_scores"] == (0.91, 0.74, 0.52)
+        assert "ragwatch.retrieval.chunk_texts" not in ret.attributes  # text only when opted in
+        assert chat.attributes["gen_ai.operation.name"] == "chat"
+        assert chat.attributes["gen_ai.request.model"] == "gpt-4o-mini"
+        assert chat.attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
+        assert chat.attributes["gen_ai.usage.input_tokens"] == 1000
+        assert chat.attributes["gen_ai.usage.output_tokens"] == 100
+        assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 400
 
     for stage in ("request", "retrieve", "generate"):
         assert stage_count(registry, stage) == 1
@@ -95,13 +109,14 @@ def test_sync_pipeline_spans_metrics_and_run(rw: ragwatch.RagWatch, registry: Co
     assert run.answer == "Hotels are capped at 600 CNY per night."
     assert [c.id for c in run.chunks] == ["a", "b", "c"]
     assert [c.rank for c in run.chunks] == [1, 2, 3]
-    assert run.trace_id == format(root.context.trace_id, "032x")
+    assert run.trace_id == trace_id
     assert run.cost_usd == pytest.approx(cost)
     assert set(run.durations) == {"request", "retrieve", "generate"}
     assert run.durations["request"] >= run.durations["retrieve"]
 
 
-async def test_async_pipeline(rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
+async def test_async_pipeline(any_rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
+    rw = any_rw
     runs: list[ragwatch.Run] = []
     rw.add_listener(runs.append)
 
@@ -126,7 +141,7 @@ async def test_async_pipeline(rw: ragwatch.RagWatch, registry: CollectorRegistry
     # concurrent tasks keep their own runs: every run saw exactly its own question
     assert sorted(r.question for r in runs) == [f"q{i}" for i in range(5)]
     roots = [s for s in spans.all() if s.name == "rag svc"]
-    assert len({s.context.trace_id for s in roots}) == 5
+    assert len({s.context.trace_id for s in roots}) == (0 if rw._tracer is None else 5)
     # plain text carries no usage: tokens are estimated and marked so
     est = sample(
         registry,
@@ -178,7 +193,9 @@ def test_sync_generator_stream_ttft_and_usage(rw: ragwatch.RagWatch, registry: C
     assert runs[0].ttft is not None and runs[0].ttft <= runs[0].durations["generate"]
 
 
-async def test_async_generator_stream(rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+async def test_async_generator_stream(any_rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    rw = any_rw
+
     @rw.llm(model="gpt-4o-mini")
     async def stream(question: str) -> Any:
         for word in ["你好", "，", "世界"]:
@@ -219,8 +236,10 @@ class SdkStream:
 
 
 def test_returned_stream_object_is_proxied_and_finishes_on_exhaustion(
-    rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
+    any_rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
 ) -> None:
+    rw = any_rw
+
     @rw.llm(model="gpt-4o-mini")
     def create(**kwargs: Any) -> SdkStream:
         return SdkStream(openai_chunks(["a", "b"]))
@@ -231,10 +250,56 @@ def test_returned_stream_object_is_proxied_and_finishes_on_exhaustion(
     assert stage_count(registry, "generate") == 0
     assert len(list(stream)) == 4
     assert stage_count(registry, "generate") == 1
-    assert spans.named("chat gpt-4o-mini").attributes["gen_ai.usage.output_tokens"] == 2
+    reported = sample(
+        registry, "ragwatch_tokens_total", service="svc", model="gpt-4o-mini", kind="output", source="reported"
+    )
+    assert reported == 2
+    if rw._tracer is None:
+        assert spans.all() == []
+    else:
+        assert spans.named("chat gpt-4o-mini").attributes["gen_ai.usage.output_tokens"] == 2
 
 
-def test_stream_closed_early_counts_as_cancelled(rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+def test_pipeline_returning_a_stream_ends_its_run_with_the_stream(
+    any_rw: ragwatch.RagWatch, registry: CollectorRegistry
+) -> None:
+    rw = any_rw
+    runs: list[ragwatch.Run] = []
+    rw.add_listener(runs.append)
+    seen_runs: list[Any] = []
+
+    @rw.retriever
+    def retrieve(question: str) -> Any:
+        return iter(CHUNKS[:2])  # an iterator: counted when it is drained, not when it is returned
+
+    @rw.llm(model="gpt-4o-mini")
+    def create(question: str) -> SdkStream:
+        return SdkStream(openai_chunks(["a", "b"]))
+
+    @rw.pipeline
+    def answer(question: str) -> Any:
+        list(retrieve(question))
+        stream = create(question)
+        seen_runs.append(ragwatch.current_run())
+        return stream
+
+    stream = answer("why?")
+    assert ragwatch.current_run() is None  # the caller's context is restored when the function returns
+    assert runs == [] and stage_count(registry, "request") == 0  # the request lasts until its stream ends
+    assert stage_count(registry, "retrieve") == 1
+    assert sample(registry, "ragwatch_retrieved_chunks_sum", service="svc") == 2
+    events = list(stream)
+    assert len(events) == 4
+    assert stage_count(registry, "request") == 1 and stage_count(registry, "generate") == 1
+    (run,) = runs
+    assert run is seen_runs[0]
+    assert run.question == "why?" and run.answer == "ab" and run.outcome == "ok"
+    assert run.durations["request"] >= run.durations["generate"]
+
+
+def test_stream_closed_early_counts_as_cancelled(any_rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    rw = any_rw
+
     @rw.llm(model="m")
     def create() -> SdkStream:
         return SdkStream(openai_chunks(["a", "b", "c"]))
@@ -298,18 +363,21 @@ async def _drive(kind: str, fn: Any) -> Any:
 
 @pytest.mark.parametrize("kind", ["sync", "async", "gen", "agen"])
 async def test_host_exception_passes_through_unchanged(
-    kind: str, rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
+    kind: str, any_rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
 ) -> None:
     error = Boom("from the host")
-    fn = _kinds(rw, error)[kind]
+    fn = _kinds(any_rw, error)[kind]
     with pytest.raises(Boom) as info:
         await _drive(kind, fn)
     assert info.value is error
     assert info.value.__context__ is None  # our bookkeeping left no trace on the host's exception
     assert stage_count(registry, "generate", "error") == 1
-    span = spans.named("chat m")
-    assert span.status.status_code == StatusCode.ERROR
-    assert span.attributes["error.type"] == "Boom"
+    if any_rw._tracer is None:
+        assert spans.all() == []
+    else:
+        span = spans.named("chat m")
+        assert span.status.status_code == StatusCode.ERROR
+        assert span.attributes["error.type"] == "Boom"
 
 
 class BrokenTracer:
@@ -354,10 +422,11 @@ def _ok_kinds(rw: ragwatch.RagWatch) -> dict[str, Any]:
 async def test_internal_failures_never_reach_the_host(
     kind: str,
     breakage: str,
-    rw: ragwatch.RagWatch,
+    any_rw: ragwatch.RagWatch,
     registry: CollectorRegistry,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    rw = any_rw
     if breakage == "tracer":
         rw._tracer = BrokenTracer()  # type: ignore[assignment]
     elif breakage == "pricing":
@@ -386,8 +455,9 @@ def test_bad_chunks_are_counted_not_raised(rw: ragwatch.RagWatch, registry: Coll
 
 
 def test_internal_error_logging_is_rate_limited(
-    rw: ragwatch.RagWatch, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+    any_rw: ragwatch.RagWatch, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
+    rw = any_rw
     rw._pricing = BrokenPricing()  # type: ignore[assignment]
 
     @rw.llm(model="m")
@@ -401,7 +471,8 @@ def test_internal_error_logging_is_rate_limited(
     assert len([r for r in caplog.records if "pricing" in r.getMessage()]) == 1
 
 
-def test_suppress_switches_capture_off(rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
+def test_suppress_switches_capture_off(any_rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
+    rw = any_rw
     answer = make_sync(rw)
     with ragwatch.suppress():
         answer("q")
@@ -412,8 +483,10 @@ def test_suppress_switches_capture_off(rw: ragwatch.RagWatch, registry: Collecto
 
 
 def test_unknown_model_counts_unpriced_and_warns_once(
-    rw: ragwatch.RagWatch, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+    any_rw: ragwatch.RagWatch, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
+    rw = any_rw
+
     @rw.llm(model="in-house-llm-7b")
     def call() -> dict[str, Any]:
         return {
@@ -475,7 +548,8 @@ async def test_async_context_managers(rw: ragwatch.RagWatch, registry: Collector
     assert stage_count(registry, "generate") == 1
 
 
-def test_nested_pipeline_joins_the_outer_run(rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+def test_nested_pipeline_joins_the_outer_run(any_rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    rw = any_rw
     runs: list[ragwatch.Run] = []
     rw.add_listener(runs.append)
     answer = make_sync(rw)
@@ -486,7 +560,8 @@ def test_nested_pipeline_joins_the_outer_run(rw: ragwatch.RagWatch, registry: Co
     assert stage_count(registry, "request") == 1
 
 
-def test_force_sample_marks_the_run(rw: ragwatch.RagWatch) -> None:
+def test_force_sample_marks_the_run(any_rw: ragwatch.RagWatch) -> None:
+    rw = any_rw
     runs: list[ragwatch.Run] = []
     rw.add_listener(runs.append)
 
@@ -499,7 +574,9 @@ def test_force_sample_marks_the_run(rw: ragwatch.RagWatch) -> None:
     assert runs[0].force and runs[0].tags["force_reason"] == "user-complaint"
 
 
-def test_listener_errors_are_contained(rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+def test_listener_errors_are_contained(any_rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    rw = any_rw
+
     def bad(run: ragwatch.Run) -> None:
         raise ValueError("listener bug")
 
@@ -524,7 +601,8 @@ def test_chunk_text_on_spans_only_when_opted_in(registry: CollectorRegistry, pro
     assert spans.named("retrieval").attributes["ragwatch.retrieval.chunk_texts"][0] == CHUNKS[0]["text"]
 
 
-def test_many_models_fold_into_other(rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+def test_many_models_fold_into_other(any_rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    rw = any_rw
     from ragwatch.metrics import MAX_MODELS
 
     @rw.llm
@@ -556,7 +634,8 @@ def test_two_services_share_one_registry(registry: CollectorRegistry) -> None:
     assert stage_count(registry, "request", service="svc-b") == 2
 
 
-def test_decorated_functions_keep_their_identity(rw: ragwatch.RagWatch) -> None:
+def test_decorated_functions_keep_their_identity(any_rw: ragwatch.RagWatch) -> None:
+    rw = any_rw
     import inspect
 
     @rw.llm(model="m")
