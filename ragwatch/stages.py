@@ -541,6 +541,8 @@ class Stage:
         return _RUN.get()
 
     def done(self, state: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
+        if type(state) is _Degraded:  # a retriever call that began in degraded mode (here: a call fewer)
+            result = self.rw._degraded_result(state.run.question if state.run else None, result)
         elapsed = _perf() - start
         try:  # is_stream() inlined, as in Call.done
             found = _STREAM_TYPES[type(result)]
@@ -594,11 +596,6 @@ class RetrieveStage(Stage):
             degraded_top_k(self.rw, kwargs)
             return _Degraded(run)
         return run
-
-    def done(self, state: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
-        if type(state) is _Degraded:
-            result = self.rw._degraded_result(state.run.question if state.run else None, result)
-        return Stage.done(self, state, start, result, args, kwargs)
 
     def _record(
         self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict
