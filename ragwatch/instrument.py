@@ -2,9 +2,9 @@
 
 The host's own call is never inside a ``try`` of ours that could change its outcome: its return value
 and its exceptions pass through untouched (a stream result comes back wrapped in a transparent proxy).
-Our bookkeeping runs before and after, in sections guarded by a :class:`~ragwatch.stages.Call` object —
-or, for a plain or async function when no per-call object is needed (tracing off), by the function's
-:class:`~ragwatch.stages.Stage`, which keeps the call's state in the wrapper's local variables.
+Our bookkeeping runs before and after, in guarded sections: a plain or async function's wrapper calls its
+:class:`~ragwatch.stages.Stage` (which, with tracing on, makes a :class:`~ragwatch.stages.Call` object per
+call); a generator function's wrapper drives a call object through the stream proxy.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from .guard import Guard
 from .run import _SUPPRESS, _suppress_used
-from .stages import Call, Stage
+from .stages import Call, CallStage, Stage
 from .streams import AsyncStream, SyncStream
 
 __all__ = ["Begin", "instrument"]
@@ -50,9 +50,9 @@ def instrument(fn: F, begin: Begin, guard: Guard, stage: Stage | None = None) ->
     elif inspect.isgeneratorfunction(fn):
         wrapper = _gen_wrapper(fn, begin, guard)
     elif inspect.iscoroutinefunction(fn):
-        wrapper = _async_wrapper(fn, begin, guard) if stage is None else _async_stage_wrapper(fn, stage, guard)
+        wrapper = _async_stage_wrapper(fn, stage or CallStage(begin), guard)
     else:
-        wrapper = _sync_wrapper(fn, begin, guard) if stage is None else _sync_stage_wrapper(fn, stage, guard)
+        wrapper = _sync_stage_wrapper(fn, stage or CallStage(begin), guard)
     return functools.wraps(fn)(wrapper)  # type: ignore[return-value]
 
 
@@ -96,58 +96,6 @@ def _async_stage_wrapper(fn: Callable[..., Any], stage: Stage, guard: Guard) -> 
             fail(state, start, exc, args, kwargs)
             raise
         return done(state, start, result, args, kwargs)
-
-    return wrapper
-
-
-def _sync_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        # _open() inlined: the plain and async wrappers are the hottest code in ragwatch, and a call layer
-        # fewer per wrapped call is a measurable share of the metrics-only overhead (benchmarks/overhead.py).
-        if _suppress_used[0] and _SUPPRESS.get():
-            return fn(*args, **kwargs)
-        try:
-            call = begin(args, kwargs)
-            if call.active:
-                call.activate()
-        except Exception as exc:
-            guard.failed("capture", exc)
-            return fn(*args, **kwargs)
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as exc:
-            if call.active:
-                call.deactivate()
-            call.fail(exc)
-            raise
-        if call.active:
-            call.deactivate()
-        return call.done(result)
-
-    return wrapper
-
-
-def _async_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Callable[..., Any]:
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _suppress_used[0] and _SUPPRESS.get():  # _open() inlined, as in _sync_wrapper
-            return await fn(*args, **kwargs)
-        try:
-            call = begin(args, kwargs)
-            if call.active:
-                call.activate()
-        except Exception as exc:
-            guard.failed("capture", exc)
-            return await fn(*args, **kwargs)
-        try:
-            result = await fn(*args, **kwargs)
-        except BaseException as exc:
-            if call.active:
-                call.deactivate()
-            call.fail(exc)
-            raise
-        if call.active:
-            call.deactivate()
-        return call.done(result)
 
     return wrapper
 

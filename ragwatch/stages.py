@@ -1,16 +1,17 @@
 """The bookkeeping of one stage call: pipeline (a whole request), retrieve, generate.
 
 What a finished call records — stage latency, chunk counts, tokens and cost, the run's facts — is written
-once, in the ``record_*`` functions. Two drivers call them:
+once, in the ``record_*`` functions. Two kinds of object drive them:
 
 * a **call object** (:class:`Call` and its subclasses) carries the per-call state a span or a stream needs:
   it is created just before the host function runs and finished when its result — or, for a stream, the
   last item — is in. Tracing, generator functions, returned streams, context managers and the ASGI
   middleware use these;
-* a **stage** (:class:`Stage` and its subclasses) is made once per decorated function and keeps a plain
-  call's state in the wrapper's local variables instead. With tracing off, a plain or async function's
-  call goes through its stage: no object per call and three fewer Python calls per stage, which is most of
-  the metrics-only overhead (``benchmarks/overhead.py``). A stream result hands over to a call object.
+* a **stage** (:class:`Stage` and its subclasses) is made once per decorated plain or async function and
+  is what its wrapper calls before and after the host function. With tracing off, the stage keeps a call's
+  state in the wrapper's local variables: no object per call and three fewer Python calls per stage, which
+  is most of the metrics-only overhead (``benchmarks/overhead.py``); a stream result hands over to a call
+  object. With tracing on, :class:`CallStage` makes a call object per call.
 
 Each public method is one guarded section: whatever goes wrong inside is counted in
 ``ragwatch_internal_errors_total`` and logged, and the host carries on with its own result. The wrappers in
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Call",
+    "CallStage",
     "DegradedRetrieveCall",
     "GenerateCall",
     "GenerateStage",
@@ -523,8 +525,9 @@ def degraded_top_k(rw: RagWatch, kwargs: dict) -> None:
 
 
 class Stage:
-    """One watched function's bookkeeping for calls that need no call object (tracing off, plain or async
-    function): made once at decoration, it keeps each call's state in the wrapper's local variables.
+    """One watched plain or async function's bookkeeping, made once at decoration. This base and its
+    retrieve/generate/pipeline subclasses need no call object (tracing off): a call's state is what
+    ``begin`` returns, kept in the wrapper's local variables.
 
     The wrapper calls ``state = begin(args, kwargs)`` before the host function, then ``done(state, start,
     result, args, kwargs)`` with its result (what ``done`` returns goes to the caller: the result itself, or
@@ -577,6 +580,31 @@ class Stage:
         call = self._call(state, args, kwargs)
         call.start = start  # the stream's stage began when the function was called
         return proxy_stream(result, call)
+
+
+class CallStage(Stage):
+    """Drives a call object per call (tracing on): its span is current while the host function runs."""
+
+    __slots__ = ("_begin",)
+
+    def __init__(self, begin: Callable[[tuple, dict], Call]) -> None:
+        self._begin = begin
+
+    def begin(self, args: tuple, kwargs: dict) -> Any:
+        call = self._begin(args, kwargs)
+        if call.active:
+            call.activate()
+        return call
+
+    def done(self, call: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
+        if call.active:
+            call.deactivate()
+        return call.done(result)
+
+    def fail(self, call: Any, start: float, exc: BaseException, args: tuple, kwargs: dict) -> None:
+        if call.active:
+            call.deactivate()
+        call.fail(exc)
 
 
 class RetrieveStage(Stage):
