@@ -228,10 +228,6 @@ class Call:
 
     __slots__ = ("_ctx_token", "_ended", "active", "run", "rw", "span", "start")
 
-    stage = "stage"
-    #: Stream results are proxied and finished on exhaustion rather than on return.
-    follows_streams = True
-
     # -- context ------------------------------------------------------------------------------------
     def activate(self) -> None:
         """Make our span current so spans the host opens inside the call become its children."""
@@ -256,7 +252,7 @@ class Call:
             found = _STREAM_TYPES[type(result)]
         except KeyError:
             found = is_stream(result)
-        if found and self.follows_streams:
+        if found:  # a stream result is proxied and finished on exhaustion rather than on return
             try:
                 from .streams import proxy_stream
 
@@ -301,8 +297,6 @@ class PipelineCall(Call):
     """A whole user request; owns the :class:`Run` unless one is already active (then it joins)."""
 
     __slots__ = ("_owner", "_run_token")
-
-    stage = "request"
 
     def __init__(
         self,
@@ -373,8 +367,6 @@ class RetrieveCall(Call):
 
     __slots__ = ("_items",)
 
-    stage = "retrieve"
-
     def __init__(self, rw: RagWatch, top_k: int | None = None, name: str = "retrieval") -> None:
         self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
         self.run = _RUN.get()
@@ -434,8 +426,6 @@ class GenerateCall(Call):
     """An LLM call: latency, TTFT for streams, tokens (reported or estimated) and cost."""
 
     __slots__ = ("_acc", "_prompt", "model", "provider", "ttft")
-
-    stage = "generate"
 
     def __init__(
         self,
