@@ -443,6 +443,27 @@ async def test_internal_failures_never_reach_the_host(
     assert any("ragwatch" in r.getMessage() for r in caplog.records)
 
 
+class BrokenModeWatcher:
+    """A degraded-mode watcher whose every read fails: capture cannot even start a call."""
+
+    @property
+    def _thread(self) -> Any:
+        raise RuntimeError("mode watcher broken")
+
+    @property
+    def degraded(self) -> bool:
+        raise RuntimeError("mode watcher broken")
+
+
+def test_capture_that_cannot_start_still_runs_the_host(any_rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    any_rw._mode = BrokenModeWatcher()  # type: ignore[assignment]
+    answer = make_sync(any_rw)
+    assert answer("q") == "Hotels are capped at 600 CNY per night."
+    assert sample(registry, "ragwatch_internal_errors_total", component="capture") == 2  # pipeline, retriever
+    assert stage_count(registry, "request") == 0 and stage_count(registry, "retrieve") == 0
+    assert stage_count(registry, "generate") == 1  # the LLM call did not need the watcher
+
+
 def test_bad_chunks_are_counted_not_raised(rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
     @rw.retriever
     def retrieve(q: str) -> list[Any]:
