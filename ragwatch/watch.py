@@ -50,6 +50,8 @@ __all__ = ["RagWatch", "Scope"]
 
 log = logging.getLogger("ragwatch")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
 def _score_of(item: Any) -> float | None:
     try:
         return normalize_chunk(item, 1).score

@@ -29,4 +29,5 @@ python3 -m venv .venv
 # CI=true they fail.
 bash scripts/get_helm.sh .venv/bin/python || echo "helm unavailable: the Helm tests will skip (fail under CI)" >&2
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/python -m pytest "$@"
