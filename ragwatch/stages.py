@@ -493,7 +493,7 @@ class GenerateCall(Call):
                 span.set_attribute(sc.TTFT, self.ttft)
 
 
-# -- stages: a plain call's bookkeeping without a call object ------------------------------------------------
+# -- stages: what a plain or async function's wrapper calls -------------------------------------------------
 
 
 class _Degraded:
@@ -505,7 +505,7 @@ class _Degraded:
         self.run = run
 
 
-def degraded_top_k(rw: RagWatch, kwargs: dict) -> None:
+def _lower_top_k(rw: RagWatch, kwargs: dict) -> None:
     """In degraded mode, lower the retriever's ``top_k``/``k`` argument (the call receives this dict)."""
     top_k = rw.settings.degraded_top_k
     if top_k is not None:
@@ -534,7 +534,8 @@ class Stage:
         return _RUN.get()
 
     def done(self, state: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
-        if type(state) is _Degraded:  # a retriever call that began in degraded mode (here: a call fewer)
+        if type(state) is _Degraded:  # a retrieval begun in degraded mode; checked here, not in an override of
+            # RetrieveStage.done, to save every retrieval a Python call
             result = self.rw._degraded_result(state.run.question if state.run else None, result)
         elapsed = _perf() - start
         try:  # is_stream() inlined, as in Call.done
@@ -573,7 +574,8 @@ class Stage:
 
 
 class CallStage(Stage):
-    """Drives a call object per call (tracing on): its span is current while the host function runs."""
+    """Drives a call object per call (tracing on): its span is current while the host function runs. The
+    call objects hold everything, so this stage has no ``rw`` of its own."""
 
     __slots__ = ("_begin",)
 
@@ -611,7 +613,7 @@ class RetrieveStage(Stage):
             run.question = question_of(args, kwargs)
         mode = self.rw._mode
         if mode is not None and mode.degraded:
-            degraded_top_k(self.rw, kwargs)
+            _lower_top_k(self.rw, kwargs)
             return _Degraded(run)
         return run
 
