@@ -110,6 +110,7 @@ def test_structured_context_value(judge: OfflineJudge) -> None:
 @pytest.mark.parametrize(
     ("context", "answer"),
     [
+        # The hedge rule: no hedge of the context was dropped.
         ('He decided to blog about "100 Days of Rejection" last year.', 'His blog was called "100 Days of Rejection".'),
         ("Bake the crumbs at 300 F until dry, about 6 to 8 minutes.", "Bake the crumbs at 300 F for 6 to 8 minutes."),
         (
@@ -120,17 +121,7 @@ def test_structured_context_value(judge: OfflineJudge) -> None:
             "The Dragon will deliver more than 4,300 pounds of supplies to the station.",
             "The Dragon will deliver over 4,300 pounds of supplies to the station.",
         ),
-    ],
-    ids=["about-is-a-topic", "range", "if-you-plan-to", "over"],
-)
-def test_hedge_rule_spares_what_is_no_dropped_hedge(judge: OfflineJudge, context: str, answer: str) -> None:
-    [claim] = claims_of(judge, make(None, answer, [context]))
-    assert claim.get("rule") is None
-
-
-@pytest.mark.parametrize(
-    ("context", "answer"),
-    [
+        # The negation rule: no negation was flipped.
         (
             "Nonessential amino acids can be made by the body, while essential amino acids cannot be made by the body.",
             "Nonessential amino acids can be made by the body.",
@@ -148,9 +139,20 @@ def test_hedge_rule_spares_what_is_no_dropped_hedge(judge: OfflineJudge, context
             "The endocrine system consists of discrete organs.",
         ),
     ],
-    ids=["said-both-ways", "no-fly", "neither-nor", "as-ends-the-scope"],
+    ids=[
+        "hedge:about-is-a-topic",
+        "hedge:range",
+        "hedge:if-you-plan-to",
+        "hedge:over",
+        "negation:said-both-ways",
+        "negation:no-fly",
+        "negation:neither-nor",
+        "negation:as-ends-the-scope",
+    ],
 )
-def test_negation_rule_spares_what_is_no_flip(judge: OfflineJudge, context: str, answer: str) -> None:
+def test_hedge_and_negation_rules_spare_what_is_no_dropped_hedge_or_flip(
+    judge: OfflineJudge, context: str, answer: str
+) -> None:
     [claim] = claims_of(judge, make(None, answer, [context]))
     assert claim.get("rule") is None
 
