@@ -220,6 +220,7 @@ def _demo(args: argparse.Namespace) -> int:
         serve=args.serve,
         port=args.port,
         host=args.host,
+        service=args.service,
         progress=False if args.no_progress else None,
     )
     return EXIT_OK if result.entered_degraded and result.left_degraded else EXIT_UNHEALTHY
@@ -334,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--serve", action="store_true", help="also serve /ask and /metrics with uvicorn, and stay up")
     demo.add_argument("--port", type=int, default=8000, help="port of --serve (default 8000)")
     demo.add_argument("--host", default="127.0.0.1", help="address of --serve (default 127.0.0.1)")
+    demo.add_argument("--service", help="service name (default: a fresh one per run on Redis, so no state leaks in)")
     demo.add_argument("--no-progress", action="store_true", help="plain lines even on a terminal")
     demo.set_defaults(func=_demo)
 

@@ -107,6 +107,7 @@ def run_demo(
     serve: bool = False,
     port: int = 8000,
     host: str = "127.0.0.1",
+    service: str | None = None,
     progress: bool | None = None,
     out: Callable[[str], None] = print,
 ) -> DemoResult:
@@ -115,7 +116,8 @@ def run_demo(
     ``requests`` is the planned total (split in three phases; a phase runs longer while it waits for a mode
     switch); default 240, or 90 with ``quick``. ``redis_url`` defaults to ``$RAGWATCH_REDIS_URL``, else an
     in-process queue. ``serve`` also serves the app on ``host:port`` with uvicorn during the run and keeps it
-    up afterwards until Ctrl-C.
+    up afterwards until Ctrl-C. ``service`` fixes the service name, so that separate workers and a replay
+    prober (as in ``docker-compose.yml``) can name it; by default a run on Redis gets a fresh one.
     """
     from prometheus_client import REGISTRY
 
@@ -136,10 +138,10 @@ def run_demo(
         raise ValueError("the demo needs at least 30 requests (three phases of 10)")
     redis_url = redis_url or os.environ.get("RAGWATCH_REDIS_URL") or None
     if redis_url:  # a fresh service name: windows and mode state of an earlier run must not leak in
-        service_name = f"{SERVICE}-{uuid.uuid4().hex[:6]}"
+        service_name = service or f"{SERVICE}-{uuid.uuid4().hex[:6]}"
         queue_url = redis_url
     else:
-        service_name = SERVICE
+        service_name = service or SERVICE
         queue_url = f"memory://demo-{uuid.uuid4().hex[:8]}"
     policy = demo_policy(quick)
     sla_log = logging.getLogger("ragwatch.sla")
