@@ -192,8 +192,8 @@ def run_demo(
     worker_thread = threading.Thread(target=worker.work, name="ragwatch-demo-worker", daemon=True)
     worker_thread.start()
 
-    service = DemoService(rw, hallucination_rate=hallucination_rate, seed=seed)
-    app = build_app(service)
+    demo_service = DemoService(rw, hallucination_rate=hallucination_rate, seed=seed)
+    app = build_app(demo_service)
     server = _serve(app, host, port) if serve else None
     if server is not None:
         out(f"[demo] serving POST http://{host}:{port}/ask and GET http://{host}:{port}/metrics")
@@ -210,7 +210,7 @@ def run_demo(
 
     def fault(on: bool) -> Callable[[], None]:
         def switch() -> None:
-            service.fault = on
+            demo_service.fault = on
 
         return switch
 
@@ -259,7 +259,7 @@ def run_demo(
     markdown = report.markdown()
 
     by_trace = {r.get("trace_id"): r for r in records if r.get("trace_id")}
-    falsified = [by_trace[t] for t in service.falsified if t in by_trace]
+    falsified = [by_trace[t] for t in demo_service.falsified if t in by_trace]
     limit = thresholds.get("faithfulness", 0.75)
     flagged = [
         r
