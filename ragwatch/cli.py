@@ -1,6 +1,7 @@
 """The ``ragwatch`` command: a thin layer that parses arguments, calls the library, maps errors to exit codes.
 
-Exit codes: 0 success, 1 unhealthy (``health``) or queue unreachable, 2 bad configuration or usage.
+Exit codes: 0 success, 1 unhealthy (``health``), queue unreachable or nothing to report (``report``),
+2 bad configuration or usage.
 The library itself never calls ``sys.exit``.
 """
 
@@ -80,8 +81,20 @@ def _worker(args: argparse.Namespace) -> int:
     )
     server = None
     if settings.worker_port is not None and not args.burst:
-        server = serve_worker_http(worker, settings.worker_port, settings.worker_addr)
-        log.info("worker endpoints on %s:%d (/metrics, /livez, /readyz)", settings.worker_addr, server.server_port)
+        dashboard = None
+        if settings.dashboard:
+            from .dashboard import Dashboard
+            from .report import default_thresholds
+            from .sources import QueueSource
+
+            dashboard = Dashboard(QueueSource(queue), default_thresholds(settings), settings.sla_policy())
+        server = serve_worker_http(worker, settings.worker_port, settings.worker_addr, dashboard=dashboard)
+        log.info(
+            "worker endpoints on %s:%d (/metrics, /livez, /readyz%s)",
+            settings.worker_addr,
+            server.server_port,
+            ", /dashboard" if dashboard else "",
+        )
     log.info(
         "worker %s scoring %s from %s with %s",
         worker.name,
@@ -227,34 +240,60 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import build_report, default_thresholds, load_records_jsonl, load_state, save_state
+    from .report import build_report, default_thresholds, load_state, save_state
+    from .sources import EndpointSource, JsonlSource, QueueSource
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
+    queue = None
+    if args.jsonl and args.url:
+        raise ConfigError("give one source: --jsonl or --url (or neither, for the queue)")
     if args.jsonl:
-        try:
-            records = load_records_jsonl(args.jsonl)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"--jsonl: {exc}") from None
+        source: Any = JsonlSource(args.jsonl)
+    elif args.url:
+        source = EndpointSource(args.url)
     else:
-        import orjson
-
         from .queue import open_queue
 
-        queue = open_queue(settings.redis_url, settings.service)
         try:
-            records = [orjson.loads(raw) for raw in queue.recent_scores(args.count)]
-        finally:
+            url = _shared_queue_url(settings, "report")
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; or read an export with --jsonl FILE or a live endpoint with --url URL") from None
+        queue = open_queue(url, settings.service)
+        source = QueueSource(queue)
+    try:
+        records = source.records(args.count)
+        mode = source.mode() if args.html else None
+    finally:
+        if queue is not None:
             queue.close()
-    previous = None if args.no_state else load_state(args.state)
-    report = build_report(records, default_thresholds(settings), previous, worst=args.worst)
-    text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.format == "json" else report.markdown()
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-    else:
-        print(text)
-    if not args.no_state and records:
-        save_state(args.state, report)
+    if not records:
+        print(f"ragwatch: no score records in {source.name}: nothing to report", file=sys.stderr)
+        return EXIT_UNHEALTHY
+    state_path = None if args.no_state else (args.state or settings.report_state_file)
+    previous = load_state(state_path) if state_path else None
+    thresholds = default_thresholds(settings)
+    report = build_report(records, thresholds, previous, worst=args.worst)
+    if args.html:
+        from .dashboard import render_html
+        from .view import view_data
+
+        data = view_data(
+            records, thresholds, settings.sla_policy(), mode, previous, source=source.name, worst=args.worst
+        )
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write(render_html(data))
+        print(f"ragwatch: wrote {args.html} ({len(records)} scored samples from {source.name})", file=sys.stderr)
+    if not args.html or args.output or args.format == "json":
+        text = (
+            json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.format == "json" else report.markdown()
+        )
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        else:
+            print(text)
+    if state_path:
+        save_state(state_path, report)
     return EXIT_OK
 
 
@@ -339,12 +378,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true", help="plain lines even on a terminal")
     demo.set_defaults(func=_demo)
 
-    report = commands.add_parser("report", help="Markdown (or JSON) health report from stored scores")
+    report = commands.add_parser("report", help="Markdown, JSON or HTML health report from stored scores")
     _common(report)
     report.add_argument("--jsonl", help="read score records from this JSONL file instead of the queue")
-    report.add_argument("--count", type=int, default=1000, help="newest score records read from the queue")
-    report.add_argument("--state", default=".ragwatch-report.json", help="state file for the Δ column")
-    report.add_argument("--no-state", action="store_true", help="neither read nor write the state file")
+    report.add_argument("--url", help="read them from a running worker's or service's /dashboard endpoint")
+    report.add_argument("--count", type=int, default=1000, help="newest score records read from the source")
+    report.add_argument(
+        "--state",
+        help="state file for the Δ column, read then rewritten (default: $RAGWATCH_REPORT_STATE_FILE, else none)",
+    )
+    report.add_argument("--no-state", action="store_true", help="neither read nor write a state file")
+    report.add_argument("--html", help="write a self-contained HTML report (charts, worst samples) to this file")
     report.add_argument("--worst", type=int, default=5, help="worst samples listed per metric")
     report.add_argument("--format", choices=["markdown", "json"], default="markdown")
     report.add_argument("--output", help="write the report to this file instead of stdout")

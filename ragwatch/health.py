@@ -1,4 +1,5 @@
-"""The worker's own HTTP endpoints: ``/metrics`` for Prometheus, ``/livez`` and ``/readyz`` for Kubernetes.
+"""The worker's own HTTP endpoints: ``/metrics`` for Prometheus, ``/livez`` and ``/readyz`` for Kubernetes,
+and (when given one) the live quality page of :class:`~ragwatch.dashboard.Dashboard` at ``/dashboard``.
 
 ``/livez`` fails when the work loop has not turned for a while (stuck, not merely idle: an idle loop still
 turns once per blocking read); ``/readyz`` fails while the queue is unreachable.
@@ -16,13 +17,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from .exposition import metrics_registry
 
 if TYPE_CHECKING:
+    from .dashboard import Dashboard
     from .worker import Worker
 
 __all__ = ["serve_worker_http"]
 
 
 def serve_worker_http(
-    worker: Worker, port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None
+    worker: Worker,
+    port: int,
+    addr: str = "0.0.0.0",
+    registry: CollectorRegistry | None = None,
+    dashboard: Dashboard | None = None,
 ) -> ThreadingHTTPServer:
     """Start the endpoints on a daemon thread; ``port=0`` picks a free port (``server.server_port``)."""
     scrape = metrics_registry(registry)
@@ -30,8 +36,11 @@ def serve_worker_http(
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
+            path, _, query = self.path.partition("?")
+            page = dashboard.handle(path, query) if dashboard is not None else None
+            if page is not None:
+                self._reply(page.status, page.body, page.content_type, page.headers)
+            elif path == "/metrics":
                 self._reply(200, generate_latest(scrape), CONTENT_TYPE_LATEST)
             elif path == "/livez":
                 alive = worker.last_loop == 0 or time.monotonic() - worker.last_loop < stale_after
@@ -41,10 +50,16 @@ def serve_worker_http(
             else:
                 self._reply(404, b"not found\n")
 
-        def _reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        def _reply(
+            self,
+            status: int,
+            body: bytes,
+            content_type: str = "text/plain; charset=utf-8",
+            headers: list[tuple[str, str]] | None = None,
+        ) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
+            for name, value in headers or [("Content-Type", content_type), ("Content-Length", str(len(body)))]:
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
 

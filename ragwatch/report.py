@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -152,7 +153,7 @@ class Report:
         lines = [
             "# ragwatch health report",
             "",
-            f"{self.samples} scored samples from {', '.join(self.services) or 'no service'} · generated {when}"
+            f"{self.samples} scored samples from {_md(', '.join(self.services)) or 'no service'} · generated {when}"
             + (
                 f" · Δ against the report of {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.previous_at))}"
                 if self.previous_at
@@ -178,14 +179,17 @@ class Report:
             any_worst = True
             lines += [f"### {metric}", ""]
             for w in samples:
-                diagnosis = w.diagnosis or "no diagnosis"
-                lines.append(f"- **{w.score:.2f}** `{w.sample_id}` ({diagnosis}) — Q: {_one_line(w.question)}")
-                lines.append(f"  - A: {_one_line(w.answer)}")
+                diagnosis = _md(w.diagnosis) if w.diagnosis else "no diagnosis"
+                lines.append(
+                    f"- **{w.score:.2f}** {_code(w.sample_id)} ({diagnosis}) — Q: {_md(_one_line(w.question))}"
+                )
+                lines.append(f"  - A: {_md(_one_line(w.answer))}")
                 for claim in w.unsupported:
                     lines.append(
-                        f"  - unsupported: “{_one_line(claim.get('text'))}” — checked against "
-                        f"`{claim.get('chunk_id') or 'no chunk'}`: “{_one_line(claim.get('evidence'))}”"
-                        + (f" (rule: {claim['rule']})" if claim.get("rule") else "")
+                        f"  - unsupported: “{_md(_one_line(claim.get('text')))}” — checked against "
+                        f"{_code(claim.get('chunk_id')) if claim.get('chunk_id') else 'no chunk'}: "
+                        f"“{_md(_one_line(claim.get('evidence')))}”"
+                        + (f" (rule: {_md(claim['rule'])})" if claim.get("rule") else "")
                     )
             lines.append("")
         if not any_worst:
@@ -193,7 +197,7 @@ class Report:
         lines += ["## Diagnoses", "", "| diagnosis | samples | share |", "|---|---:|---:|"]
         total = sum(self.diagnoses.values()) or 1
         for d, n in self._diagnoses_sorted():
-            lines.append(f"| {d} | {n} | {100 * n / total:.0f}% |")
+            lines.append(f"| {_md(d)} | {n} | {100 * n / total:.0f}% |")
         lines.append("")
         first = self.look_first()
         if first:
@@ -215,13 +219,35 @@ def _delta(x: float | None) -> str:
     return "–" if x is None else f"{x:+.3f}"
 
 
+#: Characters that mean something in the middle of a CommonMark/GFM line: links and images start with ``[``,
+#: then emphasis, code spans, table cells, strikethrough, raw HTML and entities. List and heading markers only
+#: count at a line start, and no report line starts with user text, so ``-``, ``#`` or ``.`` stay readable.
+_MD_ESCAPES = {ord(c): "\\" + c for c in "\\`*_[]|~"} | {ord("<"): "&lt;", ord(">"): "&gt;", ord("&"): "&amp;"}
+
+
+def _md(text: Any) -> str:
+    """User text as literal Markdown, so a planted ``<script>``, ``[x](javascript:…)``, ``![](https://tracker)``
+    or a ``|`` that would split a table cell renders as the characters it is made of, in any renderer."""
+    return str(text or "").translate(_MD_ESCAPES)
+
+
+def _code(text: Any) -> str:
+    """A code span that no backtick inside can close (CommonMark: the fence is one backtick longer than the
+    longest run inside); nothing in a code span is markup, so ids show verbatim."""
+    s = _one_line(text)
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s[:1] == "`" or s[-1:] == "`" else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
 def _one_line(text: Any, limit: int = 240) -> str:
     s = " ".join(str(text or "").split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 def _score(record: Mapping[str, Any], metric: str) -> float | None:
-    value = (record.get("scores") or {}).get(metric)
+    scores = record.get("scores")
+    value = scores.get(metric) if isinstance(scores, Mapping) else None  # one bad record must not stop a report
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None  # NaN (stored as null) means "could not decide": not a low score
     return float(value)
@@ -305,6 +331,7 @@ def build_report(
     for r in records:
         d = r.get("diagnosis")
         if isinstance(d, str):
+            d = d if d in ADVICE else "unknown"  # a diagnosis this version does not know has no advice to give
             counts[d] = counts.get(d, 0) + 1
     services = sorted({str(r["service"]) for r in records if r.get("service")})
     prev_at = (previous or {}).get("generated_at")

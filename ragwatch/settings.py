@@ -154,6 +154,13 @@ class Settings(BaseSettings):
         default=9465, ge=0, le=65535, description="Worker /metrics, /livez and /readyz port (unset: none)."
     )
     worker_addr: str = Field(default="0.0.0.0", description="Address of the worker's HTTP server.")
+    dashboard: bool = Field(
+        default=True,
+        description="Serve the live quality page at /dashboard on the worker's port (shows redacted questions).",
+    )
+    report_state_file: str | None = Field(
+        default=None, description="Where `ragwatch report` keeps the means its Δ column compares with (unset: no Δ)."
+    )
     # -- judges ------------------------------------------------------------------------------------------
     judges: tuple[str, ...] = Field(
         default=("offline",), description="Judges a worker runs: offline, llm, cascade, embedding, trivial."

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -63,6 +63,7 @@ class ScoreRecord:
     route: str | None
     reason: str
     diagnosis: str
+    tags: dict[str, str] = field(default_factory=dict)  # force_sample tags: the report's per-tag slices
 
 
 class Worker:
@@ -261,6 +262,7 @@ class Worker:
             route=sample.route,
             reason=sample.reason,
             diagnosis=diagnose(scores, relevances, self.thresholds),
+            tags=dict(sample.tags),
         )
 
     def _failed(self, entry: Entry, exc: Exception) -> None:

@@ -115,9 +115,10 @@ def run_demo(
 
     ``requests`` is the planned total (split in three phases; a phase runs longer while it waits for a mode
     switch); default 240, or 90 with ``quick``. ``redis_url`` defaults to ``$RAGWATCH_REDIS_URL``, else an
-    in-process queue. ``serve`` also serves the app on ``host:port`` with uvicorn during the run and keeps it
-    up afterwards until Ctrl-C. ``service`` fixes the service name, so that separate workers and a replay
-    prober (as in ``docker-compose.yml``) can name it; by default a run on Redis gets a fresh one.
+    in-process queue. ``serve`` also serves the app on ``host:port`` with uvicorn during the run, with the live
+    quality page at ``/dashboard``, and keeps it up afterwards until Ctrl-C. ``service`` fixes the service
+    name, so that separate workers and a replay prober (as in ``docker-compose.yml``) can name it; by default
+    a run on Redis gets a fresh one.
     """
     from prometheus_client import REGISTRY
 
@@ -194,9 +195,17 @@ def run_demo(
 
     demo_service = DemoService(rw, hallucination_rate=hallucination_rate, seed=seed)
     app = build_app(demo_service)
-    server = _serve(app, host, port) if serve else None
-    if server is not None:
-        out(f"[demo] serving POST http://{host}:{port}/ask and GET http://{host}:{port}/metrics")
+    server = None
+    if serve:
+        from ..dashboard import Dashboard, asgi_app
+        from ..sources import QueueSource
+
+        dashboard = Dashboard(QueueSource(queue), thresholds, policy, refresh_seconds=2.0, cache_seconds=0.5)
+        server = _serve(asgi_app(dashboard, app), host, port)
+        out(
+            f"[demo] serving POST http://{host}:{port}/ask and GET http://{host}:{port}/metrics; "
+            f"live quality page: http://{host}:{port}/dashboard"
+        )
 
     n_healthy = total // 3
     n_fault = total // 3
@@ -292,7 +301,10 @@ def run_demo(
         f"ragwatch flagged {result.flagged} of them ({result.caught_share:.0%}); {result.seconds:.1f} s"
     )
     if server is not None:
-        out(f"[demo] still serving on http://{host}:{port} (worker running) — Ctrl-C to stop")
+        out(
+            f"[demo] still serving on http://{host}:{port} (worker running; open http://{host}:{port}/dashboard) "
+            "— Ctrl-C to stop"
+        )
         try:
             while server.thread.is_alive():
                 time.sleep(0.5)
