@@ -143,3 +143,83 @@ def test_cli_report_jsonl(tmp_path: Path, records: list[dict]) -> None:
     bad.write_text("{oops\n")
     out = subprocess.run([*cmd[:5], str(bad), "--no-state"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "bad.jsonl:1" in out.stderr
+
+
+# -- user text is inert ------------------------------------------------------------------------------------
+def _permissive_html(markdown: str) -> str:
+    """Render as a careless viewer would: raw HTML on, every link scheme allowed, GFM tables."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": True}).enable("table").enable("strikethrough")
+    md.validateLink = lambda url: True
+    return md.render(markdown)
+
+
+def test_markdown_escapes_user_text() -> None:
+    from tests.scored import XSS_ANSWER, XSS_CHUNK, XSS_QUESTION
+
+    bad = record("x<y", "hallucination", [{**BAD_CLAIM, "text": XSS_ANSWER, "chunk_id": "c`1`"}], faithfulness=0.1)
+    bad.update(question=XSS_QUESTION + " a|b *c*", answer=XSS_ANSWER, service="kb<i>")
+    bad["details"]["offline"]["claims"][0]["evidence"] = XSS_CHUNK
+    md = build_report([bad], THRESHOLDS).markdown()
+    html = _permissive_html(md)
+    assert "<script" not in html and "<img" not in html and "<svg" not in html and "<i>" not in html
+    assert "href=" not in html and "<em>" not in html  # no link of any scheme, no emphasis from user text
+    assert "&lt;script&gt;window.__xss" in html  # ... but the text itself is all there, readable
+    assert "[the policy](javascript:" in html and "a|b *c*" in html
+    assert "<code>c`1`</code>" in html  # a backtick inside an id cannot close its code span
+
+
+def test_unknown_diagnosis_counts_as_unknown() -> None:
+    report = build_report([record("a", "made-up", faithfulness=0.1)], THRESHOLDS)
+    assert report.diagnoses["unknown"] == 1 and "made-up" not in report.diagnoses
+    assert "Nothing to look at first" in report.markdown()
+
+
+# -- the CLI: sources, empty sources, the state file ------------------------------------------------------
+def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("RAGWATCH_")} | (env or {})
+    cmd = [sys.executable, "-m", "ragwatch", "report", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=60, env=environ)
+
+
+def test_cli_report_writes_no_state_file_unless_told(tmp_path: Path, records: list[dict]) -> None:
+    jsonl = tmp_path / "scores.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    out = run_cli("--jsonl", str(jsonl), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert list(tmp_path.iterdir()) == [jsonl]  # no .ragwatch-report.json dropped in the cwd
+    state = tmp_path / "deep" / "state.json"
+    state.parent.mkdir()
+    out = run_cli("--jsonl", str(jsonl), cwd=tmp_path, env={"RAGWATCH_REPORT_STATE_FILE": str(state)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(state.read_text())["means"]["faithfulness"] == pytest.approx(0.7)
+    out = run_cli("--jsonl", str(jsonl), "--no-state", cwd=tmp_path, env={"RAGWATCH_REPORT_STATE_FILE": str(state)})
+    assert "Δ against" not in out.stdout
+
+
+def test_cli_report_on_nothing_says_so(tmp_path: Path, redis_url: str) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    out = run_cli("--jsonl", str(empty))
+    assert out.returncode == 1 and "no score records" in out.stderr and out.stdout == ""
+    out = run_cli("--redis-url", redis_url, "--service", "nobody")
+    assert out.returncode == 1 and "no score records" in out.stderr and "nobody" in out.stderr
+    out = run_cli()  # no queue configured: memory:// would be another process's, always empty
+    assert out.returncode == 2 and "--jsonl" in out.stderr and "--url" in out.stderr
+    out = run_cli("--jsonl", str(tmp_path / "missing.jsonl"))
+    assert out.returncode == 2 and "missing.jsonl" in out.stderr
+
+
+def test_cli_report_html(tmp_path: Path, records: list[dict]) -> None:
+    jsonl = tmp_path / "scores.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    page = tmp_path / "report.html"
+    out = run_cli("--jsonl", str(jsonl), "--html", str(page))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "" and "wrote" in out.stderr
+    html = page.read_text(encoding="utf-8")
+    assert html.startswith("<!doctype html>") and "connect-src 'none'" in html and "uPlot" in html
+    assert '"samples":4' in html
