@@ -10,6 +10,10 @@ command -v redis-server >/dev/null 2>&1 || packages+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || packages+=(redis-tools)  # redis-cli --cluster create
 command -v openssl >/dev/null 2>&1 || packages+=(openssl)  # certificates for the TLS tests
 command -v promtool >/dev/null 2>&1 || packages+=(prometheus)  # promtool: rules, rule tests, dashboard PromQL
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)  # the HTML report and /dashboard in a real browser
+# fonts for readable screenshots of CJK text and the ✅/⚠️/❌ column (the tests pass without them)
+fc-list :lang=zh 2>/dev/null | grep -q . || packages+=(fonts-wqy-zenhei)
+fc-list 2>/dev/null | grep -qi "color emoji" || packages+=(fonts-noto-color-emoji)
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing ${packages[*]}"

@@ -19,7 +19,7 @@ def scored_records(start: float = 1_800_000_000.0, n: int = 240, seed: int = 3) 
     for i in range(n):
         t = start + i * 2.5  # 10 minutes
         fault = n // 3 <= i < 2 * n // 3
-        cp3 = rng.uniform(0.1, 0.5) if fault else rng.uniform(0.7, 1.0)
+        cp3 = rng.uniform(0.0, 0.3) if fault else rng.uniform(0.7, 1.0)
         lie = i % 7 == 3
         answer = "Trips need approval 14 days ahead. Hotels are booked by the portal."
         claims = [

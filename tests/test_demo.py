@@ -76,3 +76,17 @@ def test_cli_demo_quick_exits_zero() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     assert "DEGRADED mode ON" in out.stdout and "degraded mode OFF" in out.stdout
     assert "## Diagnoses" in out.stdout
+
+
+def test_replayed_degraded_period_matches_what_the_demo_did(quick_result) -> None:
+    """The page's red band is replayed from the scores with the breaker the worker ran: one period, as long
+    as the live one (within the worker's tick and scoring lag)."""
+    from ragwatch.demo.run import demo_policy
+    from ragwatch.report import default_thresholds
+    from ragwatch.view import view_data
+
+    result, _ = quick_result
+    data = view_data(result.records, default_thresholds(), demo_policy(quick=True))
+    [period] = data["degraded_periods"]
+    (on, _, _), (off, _, _) = result.transitions
+    assert period["end"] - period["start"] == pytest.approx(off - on, abs=0.5)

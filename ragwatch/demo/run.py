@@ -54,6 +54,7 @@ class DemoResult:
     transitions: list[tuple[float, bool, str]] = field(default_factory=list)  # (seconds since start, degraded, why)
     seconds: float = 0.0
     queue_url: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)  # the score records the report was built from
 
     @property
     def caught_share(self) -> float:
@@ -291,6 +292,7 @@ def run_demo(
         transitions=transitions,
         seconds=time.monotonic() - started,
         queue_url=queue_url,
+        records=records,
     )
     out("")
     out(markdown)

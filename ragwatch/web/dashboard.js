@@ -129,7 +129,7 @@
       },
       axes: [
         { stroke: "#475569" },
-        { scale: "y", stroke: "#475569", size: 44 },
+        { scale: "y", stroke: "#475569", size: 52 },
         { scale: "n", side: 1, stroke: "#94a3b8", grid: { show: false }, size: 36 },
       ],
       series: series,
@@ -184,7 +184,7 @@
       height: 210,
       title: "diagnosis mix (share of scored samples)",
       scales: { x: { time: true }, y: { range: [0, 100] } },
-      axes: [{ stroke: "#475569" }, { stroke: "#475569", size: 44, values: function (u, vals) { return vals.map(function (v) { return v + "%"; }); } }],
+      axes: [{ stroke: "#475569" }, { stroke: "#475569", size: 52, values: function (u, vals) { return vals.map(function (v) { return v + "%"; }); } }],
       series: series,
       hooks: { drawClear: [shade(data.degraded_periods || [])] },
     };
@@ -267,7 +267,8 @@
     p.append(el("span", "label", "A "));
     if (!answer) { p.append(el("span", "muted", "(no answer stored)")); return p; }
     var ranges = claims.filter(function (c) {
-      return c.start !== null && c.end !== null && c.end > c.start && c.end <= answer.length;
+      // only offsets that point at the claim's own text: a judge that paraphrases gets a list, not a wrong span
+      return c.start !== null && c.end !== null && c.end > c.start && answer.slice(c.start, c.end) === c.text;
     }).sort(function (a, b) { return a.start - b.start; });
     var at = 0;
     ranges.forEach(function (c) {

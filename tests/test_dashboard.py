@@ -1,0 +1,250 @@
+"""The HTML report and the live page in a real headless Chromium (Debian's ``chromium``, driven by Playwright).
+
+Each page must draw every chart with data (the canvases hold painted pixels, the degraded band is red where
+the replayed period is), show user text as text (planted ``<script>``, ``onerror``, ``javascript:`` links and
+remote images stay inert), log no console error (a CSP hash mismatch would), and fetch nothing it does not
+own. Screenshots go to the test's temp dir (the path is printed with ``-s``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from ragwatch.dashboard import Dashboard
+from ragwatch.degrade import Policy
+from ragwatch.health import serve_worker_http
+from ragwatch.queue import open_queue
+from ragwatch.sources import QueueSource
+from ragwatch.worker import Worker
+from tests.scored import XSS_ANSWER, XSS_CHUNK, XSS_QUESTION, XSS_ROUTE, scored_records
+from tests.servers import free_port, require_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+THRESHOLDS = {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35, "context_precision_3": 0.65}
+POLICY = Policy(window_samples=20, min_samples=8, window_seconds=120, hold_seconds=10, min_dwell_seconds=10)
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+METRICS = ["faithfulness", "answer_relevance", "context_relevance", "context_precision_3"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = require_binary("chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:  # launch() gives every browser a fresh temporary profile (--user-data-dir)
+        b = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A page with its console messages, uncaught errors and every request it made."""
+
+    def __init__(self, browser: Any, url: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        self.console: list[tuple[str, str]] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.console.append((m.type, m.text)))
+        self.page.on("pageerror", lambda e: self.console.append(("pageerror", str(e))))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(url)
+        self.wait("window.ragwatch && window.ragwatch.rendered > 0")
+
+    def wait(self, expression: str, timeout: float = 15.0) -> None:
+        """Poll with evaluate (wait_for_function would eval a string, which the page's CSP rightly forbids)."""
+        deadline = time.monotonic() + timeout
+        while not self.page.evaluate(expression):
+            assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+            time.sleep(0.1)
+
+    def js(self, expression: str, arg: Any = None) -> Any:
+        return self.page.evaluate(expression, arg)
+
+    def errors(self) -> list[tuple[str, str]]:
+        return [(t, m) for t, m in self.console if t in ("error", "pageerror")]
+
+    def shot(self, path: Path) -> Path:
+        self.page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot: {path}")
+        return path
+
+
+PAINTED = """(name) => {
+  const chart = window.ragwatch.charts.find(c => c.name === name);
+  const canvas = chart.plot.root.querySelector('canvas');
+  const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  let painted = 0;
+  for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && (d[i] < 235 || d[i + 1] < 235 || d[i + 2] < 235)) painted++;
+  return painted;
+}"""
+
+# the colour of the plot background halfway through the first degraded period, near the top (no series there)
+BAND_PIXEL = """(name) => {
+  const chart = window.ragwatch.charts.find(c => c.name === name);
+  const u = chart.plot, p = window.ragwatch.data.degraded_periods[0];
+  const x = Math.round(u.valToPos((p.start + p.end) / 2, 'x', true));
+  const y = Math.round(u.bbox.top + 3);
+  return Array.from(u.ctx.getImageData(x, y, 1, 1).data);
+}"""
+
+
+def assert_page_is_sound(page: Page, *, samples: int) -> None:
+    charts = {
+        c["name"]: c["points"] for c in page.js("window.ragwatch.charts.map(c => ({name: c.name, points: c.points}))")
+    }
+    assert set(charts) == {*METRICS, "diagnosis_mix"}
+    assert all(n > 10 for n in charts.values()), charts
+    for name in charts:
+        assert page.js(PAINTED, name) > 2000, f"chart {name} drew (almost) nothing"
+    r, g, b, _ = page.js(BAND_PIXEL, "context_precision_3")
+    assert r > g + 10 and r > b + 10, f"no red degraded band where the period is: {(r, g, b)}"
+    assert page.js("document.querySelector('.facts').textContent").startswith(f"{samples} scored samples")
+    assert page.js("document.querySelectorAll('table.metrics tbody tr').length") == 4
+    table = page.js("document.querySelector('table.metrics').textContent")
+    assert "✅ ok" in table and ("⚠️ warn" in table or "❌ fail" in table)  # CP@3 is under its line
+    cells = page.js("Array.from(document.querySelectorAll('table.heatmap td.cell')).map(td => td.className)")
+    assert len(cells) >= 4 * 5 and any("fail" in c or "warn" in c for c in cells) and any(" ok" in c for c in cells)
+    assert page.js("document.querySelectorAll('mark.claim.unsupported').length") > 0
+    assert page.js("document.querySelectorAll('mark.claim.supported').length") > 0
+    assert page.js("document.querySelectorAll('.chunks .chunk').length") > 0
+    # planted markup is text, not elements, and never ran
+    assert page.js("window.__xss") is None
+    assert page.js("document.querySelectorAll('a, img, svg, iframe, object, embed').length") == 0
+    text = page.js("document.body.innerText")
+    for payload in (XSS_QUESTION, XSS_ANSWER, XSS_ROUTE, XSS_CHUNK):
+        assert payload in text, payload
+    assert "s-<b>bold</b>" in text
+    assert page.errors() == [], page.errors()
+
+
+def test_html_report_renders_offline_and_inert(browser: Any, tmp_path: Path) -> None:
+    records = scored_records()
+    jsonl = tmp_path / "scores.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    html = tmp_path / "report.html"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGWATCH_")}
+    env |= {"RAGWATCH_SLA_WINDOW_SAMPLES": "20", "RAGWATCH_SLA_MIN_SAMPLES": "8"}
+    env |= {
+        "RAGWATCH_SLA_WINDOW_SECONDS": "120",
+        "RAGWATCH_SLA_HOLD_SECONDS": "10",
+        "RAGWATCH_SLA_MIN_DWELL_SECONDS": "10",
+    }
+    cmd = [sys.executable, "-m", "ragwatch", "report", "--jsonl", str(jsonl), "--html", str(html)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    page = Page(browser, html.as_uri())
+    assert_page_is_sound(page, samples=len(records))
+    assert page.js("document.querySelector('.badge').textContent") == "mode: not in this source"
+    assert {u.split(":", 1)[0] for u in page.requests} == {"file"} and len(page.requests) == 1
+    assert page.js("document.querySelectorAll('script').length") == 4  # config, data, uPlot, dashboard
+    page.shot(tmp_path / "report.png")
+
+
+@pytest.fixture
+def live(redis_url: str) -> Iterator[tuple[str, Any]]:
+    """A worker's HTTP server with the dashboard, over real Redis holding ten minutes of scores."""
+    queue = open_queue(redis_url, "kb-qa")
+    records = scored_records(start=time.time() - 700)
+    queue.apply_many([(r["sample_id"], orjson.dumps(r), r["scores"], r["created_at"]) for r in records])
+    dashboard = Dashboard(QueueSource(queue), THRESHOLDS, POLICY, refresh_seconds=1.0, cache_seconds=0.0)
+    server = serve_worker_http(Worker(queue, []), 0, "127.0.0.1", CollectorRegistry(), dashboard=dashboard)
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", queue
+    finally:
+        server.shutdown()
+        server.server_close()
+        queue.close()
+
+
+def test_live_page_on_the_worker_port_refreshes(browser: Any, live: tuple[str, Any], tmp_path: Path) -> None:
+    base, queue = live
+    assert httpx.get(f"{base}/metrics").status_code == 200  # the worker's own endpoints are still there
+    page = Page(browser, f"{base}/dashboard")
+    assert_page_is_sound(page, samples=240)
+    assert page.js("document.querySelector('.badge').textContent") == "normal"
+    assert {u.split("/")[2] for u in page.requests} == {base.split("/")[2]}  # same origin only
+    page.shot(tmp_path / "live.png")
+    more = scored_records(start=time.time() - 5, n=30, seed=9)
+    for r in more:
+        r["sample_id"] = "new-" + r["sample_id"]
+    queue.apply_many([(r["sample_id"], orjson.dumps(r), r["scores"], r["created_at"]) for r in more])
+    queue.set_override("on")
+    page.wait("document.querySelector('.facts').textContent.startsWith('270 scored samples')")
+    page.wait("document.querySelector('.badge').textContent.startsWith('DEGRADED')")
+    assert "updated" in page.js("document.getElementById('live-status').textContent")
+    assert page.errors() == []
+
+
+def test_report_from_a_running_endpoint(live: tuple[str, Any], tmp_path: Path) -> None:
+    base, _ = live
+    data = httpx.get(f"{base}/dashboard.json").json()
+    assert data["samples"] == 240 and data["degraded_periods"] and data["mode"]["degraded"] is False
+    lines = httpx.get(f"{base}/dashboard.jsonl", params={"count": 5}).text.splitlines()
+    assert len(lines) == 5 and all(json.loads(line)["service"] == "kb-qa" for line in lines)
+    assert httpx.get(f"{base}/dashboard.json", params={"count": "x"}).status_code == 400
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGWATCH_")}
+    for url in (f"{base}/dashboard", base):  # the page's URL or the bare base
+        cmd = [sys.executable, "-m", "ragwatch", "report", "--url", url, "--count", "50"]
+        out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0, out.stderr
+        assert "50 scored samples from kb-qa" in out.stdout
+    cmd = [sys.executable, "-m", "ragwatch", "report", "--url", f"http://127.0.0.1:{free_port()}/dashboard"]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 1 and "queue error" in out.stderr
+
+
+def test_demo_serve_prints_the_dashboard_url(browser: Any, tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGWATCH_")} | {"PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "ragwatch", "demo", "--quick", "--serve", "--port", str(port), "--no-progress"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        printed = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                break
+            printed.append(line)
+            if "still serving" in line:
+                break
+        url = f"http://127.0.0.1:{port}/dashboard"
+        assert any(f"live quality page: {url}" in line for line in printed), "".join(printed)
+        page = Page(browser, url)
+        charts = {
+            c["name"]: c["points"]
+            for c in page.js("window.ragwatch.charts.map(c => ({name: c.name, points: c.points}))")
+        }
+        assert charts["context_precision_3"] > 0 and charts["diagnosis_mix"] > 0
+        assert page.js("window.ragwatch.data.degraded_periods.length") >= 1  # the demo's fault, replayed
+        assert page.js("window.ragwatch.data.samples") >= 90
+        assert page.errors() == []
+        page.shot(tmp_path / "demo.png")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        proc.stdout.close()  # type: ignore[union-attr]
