@@ -248,3 +248,38 @@ def test_demo_serve_prints_the_dashboard_url(browser: Any, tmp_path: Path) -> No
             proc.kill()
             proc.wait(5)
         proc.stdout.close()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_ragwatch_worker_serves_the_dashboard_unless_switched_off(redis_url: str, enabled: bool) -> None:
+    queue = open_queue(redis_url, "kb-qa")
+    records = scored_records(n=30)
+    queue.apply_many([(r["sample_id"], orjson.dumps(r), r["scores"], r["created_at"]) for r in records])
+    queue.close()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGWATCH_")}
+    env |= {"RAGWATCH_DASHBOARD": str(enabled).lower(), "RAGWATCH_WORKER_ADDR": "127.0.0.1"}
+    cmd = [sys.executable, "-m", "ragwatch", "worker", "--redis-url", redis_url, "--service", "kb-qa"]
+    proc = subprocess.Popen([*cmd, "--port", str(port), "--max-seconds", "30"], env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+                if ready.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "worker did not become ready"
+            time.sleep(0.1)
+        page = httpx.get(f"http://127.0.0.1:{port}/dashboard")
+        data = httpx.get(f"http://127.0.0.1:{port}/dashboard.json")
+        if enabled:
+            assert page.status_code == 200 and "Content-Security-Policy" in page.text
+            assert page.headers["content-type"].startswith("text/html")
+            assert data.json()["samples"] == 30 and data.json()["services"] == ["kb-qa"]
+        else:
+            assert page.status_code == 404 and data.status_code == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
