@@ -247,10 +247,12 @@ def _one_line(text: Any, limit: int = 240) -> str:
 
 def _score(record: Mapping[str, Any], metric: str) -> float | None:
     scores = record.get("scores")
-    value = scores.get(metric) if isinstance(scores, Mapping) else None  # one bad record must not stop a report
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None  # NaN (stored as null) means "could not decide": not a low score
-    return float(value)
+    if not isinstance(scores, dict) and not isinstance(scores, Mapping):  # dict first: the abc check is slow
+        return None  # one bad record must not stop a report
+    value = scores.get(metric)
+    if type(value) is not float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return None
+    return float(value) if math.isfinite(value) else None  # NaN (stored as null) means "could not decide"
 
 
 def _claims(details: Any, depth: int = 0) -> list[dict[str, Any]]:

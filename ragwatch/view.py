@@ -166,6 +166,11 @@ def view_data(
     records = [r for r in records if isinstance(r, Mapping)]
     now = time.time() if now is None else now
     report = build_report(records, thresholds, previous, worst=worst, metrics=metrics, now=now)
+    scores = {id(r): {m: _score(r, m) for m in metrics} for r in records}  # each record's scores, read once
+
+    def values(rs: list[Mapping[str, Any]], metric: str) -> list[float]:
+        return [v for r in rs if (v := scores[id(r)][metric]) is not None]
+
     timed = sorted(((t, r) for r in records if (t := _time(r)) is not None), key=lambda p: p[0])
     first = timed[0][0] if timed else now
     last = timed[-1][0] if timed else now
@@ -181,9 +186,9 @@ def view_data(
     for metric in metrics:
         means, counts = [], []
         for rs in per_bucket:
-            values = [v for r in rs if (v := _score(r, metric)) is not None]
-            means.append(_mean(values))
-            counts.append(len(values))
+            vs = values(rs, metric)
+            means.append(_mean(vs))
+            counts.append(len(vs))
         series[metric] = {"mean": means, "count": counts}
 
     names = [d for d in DIAGNOSES if d != "unknown"] + ["unknown"]
@@ -194,8 +199,8 @@ def view_data(
     for kind, value, rs in _slices(records):
         cells = {}
         for metric in metrics:
-            values = [v for r in rs if (v := _score(r, metric)) is not None]
-            cells[metric] = {"mean": _mean(values), "n": len(values)}
+            vs = values(rs, metric)
+            cells[metric] = {"mean": _mean(vs), "n": len(vs)}
         heat_rows.append({"kind": kind, "value": value, "samples": len(rs), "cells": cells})
 
     by_id = {str(r.get("sample_id", "?")): r for r in records}
@@ -214,7 +219,7 @@ def view_data(
                     "route": None if r.get("route") is None else str(r["route"]),
                     "model": None if r.get("model") is None else str(r["model"]),
                     "created_at": _time(r),
-                    "scores": {m: _score(r, m) for m in metrics},
+                    "scores": {m: _score(r, m) for m in metrics},  # r may be {} (a duplicate id)
                     "claims": [_claim_view(c) for c in _claims(r.get("details"))],
                     "chunks": _chunks_view(r),
                 }
@@ -230,7 +235,7 @@ def view_data(
             "direction": policy.direction,
             "window_samples": policy.window_samples,
         }
-        points = [(t, v) for t, r in timed if (v := _score(r, policy.metric)) is not None]
+        points = [(t, v) for t, r in timed if (v := _score(r, policy.metric)) is not None]  # SLA metric may be extra
         periods = degraded_periods(points, policy)
     mode_view = None
     if mode is not None:

@@ -137,6 +137,17 @@ def assert_page_is_sound(page: Page, *, samples: int) -> None:
     assert page.errors() == [], page.errors()
 
 
+def test_an_empty_source_says_so(browser: Any, tmp_path: Path) -> None:
+    from ragwatch.dashboard import render_html
+    from ragwatch.view import view_data
+
+    html = tmp_path / "empty.html"
+    html.write_text(render_html(view_data([], THRESHOLDS, POLICY)), encoding="utf-8")
+    page = Page(browser, html.as_uri())
+    assert "No scored samples" in page.js("document.body.innerText")
+    assert page.js("window.ragwatch.charts.length") == 0 and page.errors() == []
+
+
 def test_html_report_renders_offline_and_inert(browser: Any, tmp_path: Path) -> None:
     records = scored_records()
     jsonl = tmp_path / "scores.jsonl"
@@ -230,6 +241,9 @@ def test_demo_serve_prints_the_dashboard_url(browser: Any, tmp_path: Path) -> No
                 break
         url = f"http://127.0.0.1:{port}/dashboard"
         assert any(f"live quality page: {url}" in line for line in printed), "".join(printed)
+        ask = httpx.post(f"http://127.0.0.1:{port}/ask", json={"question": "How early must travel be approved?"})
+        assert ask.status_code == 200 and ask.json()["answer"]  # everything else still reaches the service
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 200
         page = Page(browser, url)
         charts = {
             c["name"]: c["points"]
