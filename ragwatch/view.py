@@ -28,14 +28,14 @@ from .report import METRICS, _claims, _score, build_report
 __all__ = ["bucket_seconds", "degraded_periods", "view_data"]
 
 #: Bucket widths the time axis snaps to (seconds), so a bucket reads as "1 min" and not "73 s".
-_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+_STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 #: Slices in the heatmap at most (the busiest of each kind first): a page, not a spreadsheet.
 MAX_SLICES = 24
 #: Ticks of the degraded-mode replay over the records' time span (bounded work whatever the span).
 REPLAY_TICKS = 600
 
 
-def bucket_seconds(span: float, buckets: int = 60) -> int:
+def bucket_seconds(span: float, buckets: int = 60) -> float:
     """The smallest step of :data:`_STEPS` that covers ``span`` in at most ``buckets`` buckets."""
     for s in _STEPS:
         if span / s <= buckets:
@@ -177,7 +177,7 @@ def view_data(
     step_s = bucket_seconds(last - first, buckets)
     origin = math.floor(first / step_s) * step_s
     n_buckets = int((last - origin) // step_s) + 1 if timed else 0
-    t_axis = [origin + i * step_s for i in range(n_buckets)]
+    t_axis = [round(origin + i * step_s, 3) for i in range(n_buckets)]  # bucket starts
     per_bucket: list[list[Mapping[str, Any]]] = [[] for _ in range(n_buckets)]
     for t, r in timed:
         per_bucket[min(n_buckets - 1, int((t - origin) // step_s))].append(r)

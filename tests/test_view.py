@@ -16,7 +16,7 @@ START = 1_800_000_000.0
 
 
 def test_bucket_width_snaps_to_readable_steps() -> None:
-    assert bucket_seconds(0) == 1
+    assert bucket_seconds(0) == 0.1 and bucket_seconds(10) == 0.2  # a demo's few seconds still get a shape
     assert bucket_seconds(600, 60) == 10
     assert bucket_seconds(601, 60) == 15
     assert bucket_seconds(3600 * 24, 60) == 1800

@@ -67,6 +67,17 @@
     return value >= threshold - WARN_BAND - 1e-12 ? "warn" : "fail";
   }
 
+  // bucket midpoints on the x axis, and the axis spanning whole buckets: a point sits in its bucket's middle
+  function xs(data) {
+    var half = data.timeline.step / 2;
+    return data.timeline.t.map(function (t) { return t + half; });
+  }
+
+  function xRange(data) {
+    var t = data.timeline.t;
+    return [t[0], t[t.length - 1] + data.timeline.step];
+  }
+
   function stepLabel(s) {
     if (s < 60) return s + " s";
     if (s < 3600) return s / 60 + " min";
@@ -99,7 +110,7 @@
 
   function scoreChart(host, data, metric, width) {
     var s = data.timeline.series[metric];
-    var t = data.timeline.t;
+    var t = xs(data);
     var threshold = data.thresholds[metric];
     var series = [
       {},
@@ -123,7 +134,7 @@
       height: 210,
       title: metric,
       scales: {
-        x: { time: true },
+        x: { time: true, range: xRange(data) },
         y: { range: [0, 1] },
         n: { range: function (u, min, max) { return [0, Math.max(1, max) * 3]; } },
       },
@@ -145,7 +156,7 @@
 
   function mixChart(host, data, width) {
     var mix = data.diagnosis_mix;
-    var t = data.timeline.t;
+    var t = xs(data);
     var names = DIAG_ORDER.filter(function (d) { return mix[d] !== undefined; });
     var totals = t.map(function (_, i) {
       return names.reduce(function (a, d) { return a + mix[d][i]; }, 0);
@@ -183,7 +194,7 @@
       width: width,
       height: 210,
       title: "diagnosis mix (share of scored samples)",
-      scales: { x: { time: true }, y: { range: [0, 100] } },
+      scales: { x: { time: true, range: xRange(data) }, y: { range: [0, 100] } },
       axes: [{ stroke: "#475569" }, { stroke: "#475569", size: 52, values: function (u, vals) { return vals.map(function (v) { return v + "%"; }); } }],
       series: series,
       hooks: { drawClear: [shade(data.degraded_periods || [])] },
