@@ -297,3 +297,16 @@ def test_ragwatch_worker_serves_the_dashboard_unless_switched_off(redis_url: str
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)
+
+
+def test_an_unreachable_store_answers_503_not_a_crash() -> None:
+    queue = open_queue(f"redis://127.0.0.1:{free_port()}/0", "kb-qa")
+    try:
+        dashboard = Dashboard(QueueSource(queue), THRESHOLDS, POLICY)
+        assert dashboard.handle("/dashboard").status == 200  # the page itself needs no store
+        for path in ("/dashboard.json", "/dashboard.jsonl"):
+            response = dashboard.handle(path, "count=10")
+            assert response is not None and response.status == 503
+        assert dashboard.handle("/metrics") is None  # not the dashboard's: left to the server
+    finally:
+        queue.close()
