@@ -1,7 +1,7 @@
 """The ``ragwatch`` command: a thin layer that parses arguments, calls the library, maps errors to exit codes.
 
-Exit codes: 0 success, 1 unhealthy (``health``), queue unreachable or nothing to report (``report``),
-2 bad configuration or usage.
+Exit codes: 0 success, 1 unhealthy (``health``: no live worker, or Redis full), queue unreachable (a
+``worker`` that never reached it) or nothing to report (``report``), 2 bad configuration or usage.
 The library itself never calls ``sys.exit``.
 """
 
@@ -39,10 +39,11 @@ def _config(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     from .diagnosis import Thresholds
-    from .health import serve_worker_http
+    from .health import serve_worker_http, stall_seconds
     from .judges import make_judges
     from .metrics import WorkerMetrics, families
     from .queue import open_queue
+    from .sample import Limits
     from .sla import SLAEvaluator
     from .worker import Worker
 
@@ -78,7 +79,12 @@ def _worker(args: argparse.Namespace) -> int:
             faithfulness=settings.health_thresholds.get("faithfulness", 0.75),
             answer_relevance=settings.health_thresholds.get("answer_relevance", 0.85),
         ),
+        limits=Limits(
+            settings.max_chunks, settings.max_chunk_chars, settings.max_answer_chars, settings.max_question_chars
+        ),
+        max_sample_bytes=settings.max_sample_bytes,
     )
+    worker.stall_seconds = stall_seconds(worker, settings, judges)
     server = None
     if settings.worker_port is not None and not args.burst:
         dashboard = None
@@ -108,7 +114,10 @@ def _worker(args: argparse.Namespace) -> int:
         if server is not None:
             server.shutdown()
         queue.close()
-    print(json.dumps({"worker": worker.name, "handled": handled}))
+    print(json.dumps({"worker": worker.name, "handled": handled, "queue_reached": worker.reached}))
+    if not worker.reached:
+        log.error("worker %s never reached the queue at %s", worker.name, queue.url)
+        return EXIT_UNHEALTHY
     return EXIT_OK
 
 
@@ -130,20 +139,20 @@ def _health(args: argparse.Namespace) -> int:
     try:
         live = queue.live_workers(args.max_age)
         stats = queue.stats()
+        full = queue.full_reason()
     finally:
         queue.close()
-    print(
-        json.dumps(
-            {
-                "live_workers": sorted(live),
-                "length": stats.length,
-                "pending": stats.pending,
-                "lag": stats.lag,
-                "dead": stats.dead,
-            }
-        )
-    )
-    return EXIT_OK if live else EXIT_UNHEALTHY
+    report: dict[str, Any] = {
+        "live_workers": sorted(live),
+        "length": stats.length,
+        "pending": stats.pending,
+        "lag": stats.lag,
+        "dead": stats.dead,
+    }
+    if full:
+        report["queue_full"] = full  # names the operator action
+    print(json.dumps(report))
+    return EXIT_OK if live and not full else EXIT_UNHEALTHY
 
 
 def _degrade(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ Every error ragwatch raises on purpose derives from one root, so callers can cat
     │   ├── ChunkError
     │   └── ResponseError
     ├── QueueError         Redis (or the memory backend) failed: retried and counted, never raised into the host
+    │   └── QueueFullError Redis refused a write at maxmemory (noeviction): drops count as queue_full
     └── SampleDecodeError  a stream entry is not a readable sample (defined in ragwatch.sample)
 
 Capture errors never reach the host application: the wrappers count and log them (fail open). They exist
@@ -16,7 +17,15 @@ so the pure helpers (normalisation, pricing) can say precisely what went wrong t
 
 from __future__ import annotations
 
-__all__ = ["CaptureError", "ChunkError", "ConfigError", "QueueError", "RagwatchError", "ResponseError"]
+__all__ = [
+    "CaptureError",
+    "ChunkError",
+    "ConfigError",
+    "QueueError",
+    "QueueFullError",
+    "RagwatchError",
+    "ResponseError",
+]
 
 
 class RagwatchError(Exception):
@@ -42,3 +51,8 @@ class ResponseError(CaptureError, TypeError):
 class QueueError(RagwatchError):
     """The sample queue (Redis or the memory backend) could not do what was asked; Redis errors are
     translated into this at one boundary, in :mod:`ragwatch.redis_queue`."""
+
+
+class QueueFullError(QueueError):
+    """Redis is at ``maxmemory`` with the ``noeviction`` policy and refuses writes. Not a connectivity
+    problem: retrying sooner does not help until a worker trims scored entries or an operator frees memory."""

@@ -41,18 +41,25 @@ class Guard:
             pass
         self.note(component, exc, message)
 
-    def note(self, component: str, exc: BaseException | None = None, message: str = "") -> None:
-        """Log a problem at most once per ``every_seconds`` per component, without counting it as ours
-        (an unreachable Redis is counted by its own metric, not as a ragwatch bug)."""
+    def note(
+        self, component: str, exc: BaseException | None = None, message: str = "", *, key: str | None = None
+    ) -> None:
+        """Log a problem at most once per ``every_seconds`` per ``key`` (default: the component), without
+        counting it as ours (an unreachable Redis is counted by its own metric, not as a ragwatch bug).
+
+        Threads sharing a component pass their own ``key``: the sample flusher's "queue write failed" must
+        not be silenced for a minute because the mode watcher just logged that it cannot read the flag.
+        """
         try:
             now = time.monotonic()
+            key = key or component
             with self._lock:
-                last = self._last.get(component)
+                last = self._last.get(key)
                 if last is not None and now - last < self._every:
-                    self._suppressed[component] = self._suppressed.get(component, 0) + 1
+                    self._suppressed[key] = self._suppressed.get(key, 0) + 1
                     return
-                self._last[component] = now
-                skipped = self._suppressed.pop(component, 0)
+                self._last[key] = now
+                skipped = self._suppressed.pop(key, 0)
             what = message or (type(exc).__name__ if exc is not None else "error")
             log.warning(
                 "ragwatch %s error (ignored, the host is unaffected): %s%s",

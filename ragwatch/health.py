@@ -1,8 +1,11 @@
 """The worker's own HTTP endpoints: ``/metrics`` for Prometheus, ``/livez`` and ``/readyz`` for Kubernetes,
 and (when given one) the live quality page of :class:`~ragwatch.dashboard.Dashboard` at ``/dashboard``.
 
-``/livez`` fails when the work loop has not turned for a while (stuck, not merely idle: an idle loop still
-turns once per blocking read); ``/readyz`` fails while the queue is unreachable.
+``/livez`` fails when the work loop has made no progress for a while (stuck, not merely idle or slow: an
+idle loop still turns once per blocking read, and a busy one marks progress each time a sample finishes);
+``/readyz`` fails while the queue is unreachable. The stall limit must exceed the slowest legitimate sample
+— with an LLM judge, its timeout × attempts plus backoff — or Kubernetes would restart a healthy worker
+again and again (see :func:`stall_seconds`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,33 @@ if TYPE_CHECKING:
     from .dashboard import Dashboard
     from .worker import Worker
 
-__all__ = ["serve_worker_http"]
+__all__ = ["llm_worst_case_seconds", "serve_worker_http", "stall_seconds"]
+
+#: Judges that call an LLM endpoint (their worst case bounds a sample's scoring time).
+_LLM_JUDGES = ("llm", "cascade")
+#: The LLM judge's default backoff cap (seconds between retries at most).
+_BACKOFF_CAP = 20.0
+
+
+def llm_worst_case_seconds(timeout: float, max_retries: int, backoff_cap: float = _BACKOFF_CAP) -> float:
+    """The longest one LLM judge call can legitimately take: every attempt times out, every backoff is
+    the longest; twice, because malformed output is retried once with the same request."""
+    return 2 * ((max_retries + 1) * timeout + max_retries * backoff_cap)
+
+
+def default_stall_seconds(worker: Worker) -> float:
+    """Idle loops turn once per blocking read plus maintenance; three missed turns mean stuck."""
+    return 3 * (worker.block_ms / 1000 + worker.maintenance_seconds) + 5
+
+
+def stall_seconds(worker: Worker, settings: Any, judges: Any = ()) -> float:
+    """The /livez stall limit: the setting, else the idle bound raised to the LLM judge's worst case."""
+    if settings.worker_stall_seconds is not None:
+        return float(settings.worker_stall_seconds)
+    limit = default_stall_seconds(worker)
+    if any(getattr(j, "name", "") in _LLM_JUDGES for j in judges):
+        limit = max(limit, llm_worst_case_seconds(settings.judge_timeout, settings.judge_max_retries) + 10)
+    return limit
 
 
 def serve_worker_http(
@@ -32,7 +61,7 @@ def serve_worker_http(
 ) -> ThreadingHTTPServer:
     """Start the endpoints on a daemon thread; ``port=0`` picks a free port (``server.server_port``)."""
     scrape = metrics_registry(registry)
-    stale_after = 3 * (worker.block_ms / 1000 + worker.maintenance_seconds) + 5
+    stale_after = worker.stall_seconds or default_stall_seconds(worker)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

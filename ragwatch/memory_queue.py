@@ -36,6 +36,7 @@ class MemoryQueue(Queue):
         scores_maxlen: int = 100_000,
         dead_maxlen: int = 10_000,
         window_cap: int = 1000,
+        applied_ttl_seconds: int = 7 * 24 * 3600,
         url: str = "memory://",
         **_: Any,
     ) -> None:
@@ -50,7 +51,8 @@ class MemoryQueue(Queue):
         self._pel: dict[str, list[Any]] = {}  # id -> [consumer, delivered_at_monotonic, deliveries]
         self._dead: deque[dict[str, Any]] = deque(maxlen=dead_maxlen)
         self._scores: deque[bytes] = deque(maxlen=scores_maxlen)
-        self._applied: set[str] = set()
+        self._applied: dict[int, tuple[set[str], float]] = {}  # unix hour -> (ids applied, expires at)
+        self._applied_ttl = applied_ttl_seconds
         self._totals: dict[str, list[float]] = {}
         self._workers: dict[str, float] = {}
         self._window_cap = window_cap
@@ -148,6 +150,23 @@ class MemoryQueue(Queue):
             for entry_id in ids:
                 self._pel.pop(entry_id, None)
 
+    def trim_scored(self) -> int:
+        with self._cond:
+            first_new = next((i for i in self._undelivered if i in self._entries), None)
+            removed = 0
+            for entry_id in list(self._entries):
+                if entry_id == first_new or entry_id in self._pel:
+                    break
+                del self._entries[entry_id]
+                removed += 1
+            return removed
+
+    def discard(self, ids: Sequence[str]) -> None:
+        with self._cond:
+            for entry_id in ids:
+                self._pel.pop(entry_id, None)
+                self._entries.pop(entry_id, None)
+
     def dead_letter(self, entry: Entry, error: str) -> None:
         with self._cond:
             self._dead.append(
@@ -158,9 +177,16 @@ class MemoryQueue(Queue):
     def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
         stamp = time.time() if at is None else at
         with self._cond:
-            if sample_id in self._applied:
+            hour = int(stamp // 3600)
+            now = time.time()
+            for old in [h for h, (_, expires) in self._applied.items() if expires <= now]:
+                del self._applied[old]  # as Redis expires an hour's set
+            if any(sample_id in self._applied.get(h, ((),))[0] for h in (hour, hour - 1)):
                 return False
-            self._applied.add(sample_id)
+            expires = (int(now // 3600) + 1) * 3600 + self._applied_ttl
+            ids = self._applied.setdefault(hour, (set(), expires))[0]
+            ids.add(sample_id)
+            self._applied[hour] = (ids, expires)
             self._scores.append(record)
             for metric, value in values.items():
                 total = self._totals.setdefault(metric, [0, 0.0])
@@ -217,6 +243,10 @@ class MemoryQueue(Queue):
     def heartbeat(self, worker: str) -> None:
         with self._cond:
             self._workers[worker] = time.time()
+
+    def forget_worker(self, worker: str) -> None:
+        with self._cond:
+            self._workers.pop(worker, None)
 
     def live_workers(self, max_age_seconds: float) -> dict[str, float]:
         horizon = time.time() - max_age_seconds

@@ -75,7 +75,7 @@ class ModeWatcher:
                 self.refresh()
                 listener.wait(self.refresh_seconds)
             except Exception as exc:  # an unreachable store: keep the last known state, try again later
-                self._guard.note("export", exc, f"could not read degraded-mode state: {exc}")
+                self._guard.note("export", exc, f"could not read degraded-mode state: {exc}", key="mode-watcher")
                 self._stop.wait(self.refresh_seconds)
         if listener is not None:
             listener.close()

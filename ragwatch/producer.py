@@ -1,10 +1,15 @@
 """The service side of the queue: a bounded in-process buffer and a background flusher.
 
 The request thread only appends ``(run, reason)`` to a ``deque`` — O(1), no I/O, no lock of ours (the
-deque's append is atomic under the GIL). A daemon thread builds samples (normalise, truncate, redact,
-encode) and writes them to the queue in pipelined batches. When Redis is down or slow the flusher backs
-off exponentially with jitter and keeps one batch for retry; meanwhile the buffer fills up to its bound and
-then drops its *oldest* entries, each drop counted by reason. Nothing here ever raises into the host.
+deque's append and popleft are atomic under the GIL). A daemon thread builds samples (normalise, truncate,
+redact, encode) and writes them to the queue in pipelined batches. When Redis is down or slow the flusher
+backs off exponentially with jitter and keeps one batch for retry; meanwhile the buffer fills up to its
+bound and then drops its *oldest* entries, each drop counted by reason: ``queue_full`` while Redis refuses
+writes at ``maxmemory``, ``buffer_full`` otherwise. Nothing here ever raises into the host.
+
+Accounting is exact under concurrency: a drop is counted only by the thread whose ``popleft`` removed an
+entry, so sent + dropped equals offered to the sample (checking the length first and letting the deque
+evict would count a drop whenever the flusher took an entry in between).
 
 Shutdown flushes with a deadline (registered with :mod:`atexit`), so a dead Redis never hangs the host's
 exit. After ``fork()`` the child starts with an empty buffer and its own flusher: the parent's samples
@@ -23,6 +28,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
+from .errors import QueueFullError
 from .guard import Guard
 from .metrics import ProducerMetrics
 from .queue import Queue
@@ -61,7 +67,9 @@ class Producer:
         self._close_timeout = close_timeout
         service = queue.service
         self._m_sent = metrics.sent.labels(service) if metrics else None
-        self._m_full = metrics.dropped.labels(service, "buffer_full") if metrics else None
+        self._m_buffer_full = metrics.dropped.labels(service, "buffer_full") if metrics else None
+        self._m_queue_full = metrics.dropped.labels(service, "queue_full") if metrics else None
+        self._m_full = self._m_buffer_full  # what an overflow counts as: queue_full while Redis is full
         self._m_encode = metrics.dropped.labels(service, "encode_error") if metrics else None
         self._m_shutdown = metrics.dropped.labels(service, "shutdown") if metrics else None
         self._m_errors = metrics.queue_errors.labels(service, "producer") if metrics else None
@@ -74,7 +82,7 @@ class Producer:
 
     def _reset(self) -> None:
         """Fresh state: at construction and in a forked child (threads do not survive fork)."""
-        self._buffer: deque[tuple[Run, str]] = deque(maxlen=self._size)
+        self._buffer: deque[tuple[Run, str]] = deque()
         self._retry: list[bytes] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -88,9 +96,15 @@ class Producer:
     def offer(self, run: Run, reason: str) -> None:
         """Hand a sampled run over; never blocks, never raises."""
         buffer = self._buffer
-        if len(buffer) >= self._size and self._m_full is not None:
-            self._m_full.inc()  # the deque drops its oldest entry on this append
         buffer.append((run, reason))  # counted once, as ragwatch_sampling_decisions_total{decision="sampled"}
+        if len(buffer) > self._size:
+            try:
+                buffer.popleft()  # the oldest goes; only a popleft that removed one counts a drop
+            except IndexError:  # the flusher emptied the buffer meanwhile: nothing was lost
+                pass
+            else:
+                if self._m_full is not None:
+                    self._m_full.inc()
         if self._thread is None:
             self._start()
         if len(buffer) >= self._batch and not self._wake.is_set():
@@ -113,13 +127,26 @@ class Producer:
             except Exception as exc:  # a bug of ours: count it, keep the thread alive
                 self._guard.failed("export", exc)
                 ok = False
-            if self._m_buffered is not None:
-                self._m_buffered.set(self.pending())
+            self._gauge()
             if ok:
                 attempt = 0
             else:
                 attempt += 1
-                self._stop.wait(random.uniform(0, min(self._max_backoff, 0.1 * 2**attempt)))  # full jitter
+                self._backoff(random.uniform(0, min(self._max_backoff, 0.1 * 2**attempt)))  # full jitter
+
+    def _backoff(self, seconds: float) -> None:
+        """Wait out a backoff, keeping the buffer gauge current: an outage is when it matters."""
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._stop.wait(min(left, self._interval))
+            self._gauge()
+
+    def _gauge(self) -> None:
+        if self._m_buffered is not None:
+            self._m_buffered.set(self.pending())
 
     def _drain(self) -> bool:
         """Send everything buffered; False when the queue refused (the batch stays for the next try)."""
@@ -134,13 +161,17 @@ class Producer:
                     self.queue.add(self._retry)
                 except Exception as exc:
                     self.failures += 1
+                    self._m_full = self._m_queue_full if isinstance(exc, QueueFullError) else self._m_buffer_full
                     if self._m_errors is not None:
                         self._m_errors.inc()
-                    self._guard.note("export", exc, f"queue write failed, will retry with backoff: {exc}")
+                    message = f"queue write failed, will retry with backoff: {exc}"
+                    self._guard.note("export", exc, message, key="sample-flusher")
                     return False
+                self._m_full = self._m_buffer_full
                 if self._m_sent is not None:
                     self._m_sent.inc(len(self._retry))
                 self._retry = []
+                self._gauge()
         finally:
             if not self._buffer and not self._retry:
                 self._idle.set()

@@ -79,6 +79,21 @@ class Queue(ABC):
     def ack(self, ids: Sequence[str]) -> None: ...
 
     @abstractmethod
+    def trim_scored(self) -> int:
+        """Delete entries every worker has acknowledged (scored or dead-lettered); returns how many.
+
+        Why: ``MAXLEN`` trims only on ``XADD``, and a Redis at ``maxmemory`` with ``noeviction`` refuses the
+        ``XADD`` — so without this the stream would stay full of scored entries forever."""
+
+    @abstractmethod
+    def discard(self, ids: Sequence[str]) -> None:
+        """Acknowledge and delete entries without scoring them (Redis is full and refuses the score)."""
+
+    def full_reason(self) -> str | None:
+        """Why the queue refuses writes and what to do about it; None while it accepts them."""
+        return None
+
+    @abstractmethod
     def dead_letter(self, entry: Entry, error: str) -> None:
         """Move an entry to the dead-letter stream with its error, and acknowledge it, atomically."""
 
@@ -132,6 +147,10 @@ class Queue(ABC):
     @abstractmethod
     def heartbeat(self, worker: str) -> None:
         """Record that ``worker`` is alive now (for health checks)."""
+
+    @abstractmethod
+    def forget_worker(self, worker: str) -> None:
+        """Remove ``worker``'s heartbeat (a clean exit), so health checks stop counting it as live."""
 
     @abstractmethod
     def live_workers(self, max_age_seconds: float) -> dict[str, float]:

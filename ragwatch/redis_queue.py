@@ -23,10 +23,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import AuthenticationError, OutOfMemoryError, RedisClusterException, RedisError, ResponseError
 
 from .degrade import ModeState
-from .errors import ConfigError, QueueError
+from .errors import ConfigError, QueueError, QueueFullError
 from .keys import GROUP, Keys
 from .queue import Applied, Entry, ModeListener, Queue, QueueStats
 
@@ -34,17 +34,25 @@ __all__ = ["RedisQueue", "connect"]
 
 FIELD = "s"  # the stream entry field holding the encoded sample
 
-# KEYS: applied-marker, scores stream, totals hash, then one window list per metric (in ARGV order).
-# ARGV: ttl, scores maxlen, record, time, window cap, then metric, value pairs.
+# KEYS: legacy per-sample marker, this hour's applied set, the previous hour's, scores stream, totals hash,
+# then one window list per metric (in ARGV order).
+# ARGV: sample id, expire-at of this hour's set, scores maxlen, record, time, window cap, then metric, value
+# pairs. The previous hour is checked too: a sample stamped "now" (its producer's clock ran ahead) and
+# redelivered after the hour turned must still be found.
 _APPLY = """
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'r', ARGV[3])
-local w = 4
-for i = 6, #ARGV, 2 do
-  redis.call('HINCRBY', KEYS[3], ARGV[i] .. ':n', 1)
-  redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i] .. ':sum', ARGV[i + 1])
-  redis.call('LPUSH', KEYS[w], ARGV[4] .. ' ' .. ARGV[i + 1])
-  redis.call('LTRIM', KEYS[w], 0, tonumber(ARGV[5]) - 1)
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 or redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1
+  or redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('EXPIREAT', KEYS[2], ARGV[2])
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'r', ARGV[4])
+local w = 6
+for i = 7, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[5], ARGV[i] .. ':n', 1)
+  redis.call('HINCRBYFLOAT', KEYS[5], ARGV[i] .. ':sum', ARGV[i + 1])
+  redis.call('LPUSH', KEYS[w], ARGV[5] .. ' ' .. ARGV[i + 1])
+  redis.call('LTRIM', KEYS[w], 0, tonumber(ARGV[6]) - 1)
   w = w + 1
 end
 return 1
@@ -192,10 +200,27 @@ def _safe(url: str) -> str:
     return url
 
 
+#: What a log line says when Redis refuses our credentials (the exception text alone reads like a bug).
+AUTH_FAILED = "authentication failed (check the password or ACL user in the Redis URL)"
+#: The operator action ``ragwatch health`` names when Redis is full.
+FULL_ACTION = (
+    "Redis is at maxmemory with noeviction and refuses new samples; workers trim scored entries by "
+    "themselves; if none runs, start one or raise maxmemory (CONFIG SET maxmemory …)"
+)
+
+
 @contextlib.contextmanager
 def _translated(what: str) -> Iterator[None]:
     try:
         yield
+    except OutOfMemoryError as exc:
+        raise QueueFullError(f"redis {what} refused: queue full (Redis maxmemory, noeviction): {exc}") from exc
+    except AuthenticationError as exc:
+        raise QueueError(f"redis {what} failed: {AUTH_FAILED}: {exc}") from exc
+    except ResponseError as exc:
+        if str(exc).startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
+            raise QueueError(f"redis {what} failed: {AUTH_FAILED}: {exc}") from exc
+        raise QueueError(f"redis {what} failed: {type(exc).__name__}: {exc}") from exc
     except _ERRORS as exc:
         raise QueueError(f"redis {what} failed: {type(exc).__name__}: {exc}") from exc
 
@@ -330,6 +355,42 @@ class RedisQueue(Queue):
             with _translated("XACK"):
                 self.client.xack(self.keys.samples, GROUP, *ids)
 
+    def trim_scored(self) -> int:
+        with _translated("XTRIM"):
+            client = self.client
+            try:
+                groups = client.xinfo_groups(self.keys.samples)
+            except ResponseError:  # no stream yet
+                return 0
+            group = next((g for g in groups if _text(g.get("name")) == GROUP), None)
+            if group is None:
+                return 0
+            last = _text(group.get("last-delivered-id") or "0-0")
+            summary = client.xpending(self.keys.samples, GROUP)
+            oldest = summary.get("min") if summary and summary.get("pending") else None
+            # entries up to the last delivered one are acknowledged unless pending: keep from the oldest
+            # pending entry, or from just after the last delivered one
+            keep = _text(oldest) if oldest is not None else _next_id(last)
+            if keep == "0-1":
+                return 0
+            return int(client.xtrim(self.keys.samples, minid=keep, approximate=False))
+
+    def discard(self, ids: Sequence[str]) -> None:
+        if ids:
+            with _translated("XACK/XDEL"):
+                pipe = self.client.pipeline(transaction=False)
+                pipe.xack(self.keys.samples, GROUP, *ids)
+                pipe.xdel(self.keys.samples, *ids)
+                pipe.execute()
+
+    def full_reason(self) -> str | None:
+        with _translated("INFO memory"):
+            info = self.client.info("memory")
+        limit = int(info.get("maxmemory") or 0)
+        if limit and info.get("maxmemory_policy") == "noeviction" and int(info.get("used_memory", 0)) >= limit:
+            return FULL_ACTION
+        return None
+
     def dead_letter(self, entry: Entry, error: str) -> None:
         args: list[Any] = [self._dead_maxlen, GROUP, entry.id]
         args += ["id", entry.id, "error", error[:2000], "deliveries", entry.deliveries, "at", repr(time.time())]
@@ -342,8 +403,18 @@ class RedisQueue(Queue):
         self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None
     ) -> tuple[list[str], list[Any]]:
         stamp = time.time() if at is None else at
-        args: list[Any] = [self._applied_ttl, self._scores_maxlen, record, repr(stamp), self._window_cap]
-        keys = [self.keys.applied(sample_id), self.keys.scores, self.keys.totals]
+        hour = int(stamp // 3600)
+        # the whole hour's set goes ttl after the hour of its last write ends (a sample stamped long ago
+        # but applied now stays idempotent for ttl from now)
+        expire_at = (int(time.time() // 3600) + 1) * 3600 + self._applied_ttl
+        args: list[Any] = [sample_id, expire_at, self._scores_maxlen, record, repr(stamp), self._window_cap]
+        keys = [
+            self.keys.applied(sample_id),
+            self.keys.applied_hour(hour),
+            self.keys.applied_hour(hour - 1),
+            self.keys.scores,
+            self.keys.totals,
+        ]
         for metric, value in values.items():
             args += [metric, repr(float(value))]
             keys.append(self.keys.window(metric))
@@ -443,6 +514,10 @@ class RedisQueue(Queue):
         with _translated("heartbeat"):
             self.client.hset(self.keys.workers, worker, time.time())
 
+    def forget_worker(self, worker: str) -> None:
+        with _translated("HDEL"):
+            self.client.hdel(self.keys.workers, worker)
+
     def live_workers(self, max_age_seconds: float) -> dict[str, float]:
         with _translated("HGETALL"):
             raw = self.client.hgetall(self.keys.workers)
@@ -459,6 +534,12 @@ class RedisQueue(Queue):
         for sentinel in getattr(manager, "sentinels", ()):  # the clients that ask Sentinel for the master
             with contextlib.suppress(Exception):
                 sentinel.close()
+
+
+def _next_id(entry_id: str) -> str:
+    """The smallest stream id after ``entry_id``."""
+    ms, _, seq = entry_id.partition("-")
+    return f"{ms}-{int(seq or 0) + 1}"
 
 
 def _text(value: Any) -> str:

@@ -232,45 +232,222 @@ def _scrub(value: Any) -> Any:
 _SAMPLE_FIELDS = frozenset(Sample.__dataclass_fields__)
 _CHUNK_FIELDS = frozenset(SampleChunk.__dataclass_fields__)
 
+#: Identity fields longer than this are refused: they become Redis keys and labels, never text to cut.
+MAX_ID_CHARS = 256
+#: Short descriptive fields (model, route, outcome, reason, hashes, error) are cut to this many characters.
+MAX_FIELD_CHARS = 1024
+#: Entries of the ``durations`` and ``tags`` maps kept (the producer writes a handful).
+MAX_MAP_ENTRIES = 64
+#: ``created_at`` must fall in this range of unix seconds (up to the year 5138): anything else is not a time.
+_TIME_RANGE = (0.0, 1e11)
+_INT_LIMIT = 2**53
 
-def decode_sample(payload: bytes | str) -> Sample:
-    """Parse a sample, ignoring fields this version does not know; raise :class:`SampleDecodeError`."""
+
+def decode_sample(payload: bytes | str, limits: Limits | None = None) -> Sample:
+    """Parse and validate a sample; raise :class:`SampleDecodeError` for anything a worker cannot use.
+
+    Why validate every field here: a worker trusts what this returns, and one entry with a ``null``
+    timestamp or a string rank must be dead-lettered alone, not crash the batch bookkeeping that holds its
+    good neighbours. Unknown fields are ignored (a newer producer's samples stay readable). ``limits``
+    re-applies the producer's size bounds (texts cut, ``truncated`` set), so a sample written by a
+    misconfigured or foreign producer costs a judge no more than a well-formed one.
+    """
     try:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
         raise SampleDecodeError(f"not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise SampleDecodeError(f"expected a JSON object, got {type(data).__name__}")
-    if not isinstance(data.get("sample_id"), str) or not isinstance(data.get("service"), str):
-        raise SampleDecodeError("sample_id and service must be strings")
-    raw_chunks = data.get("chunks") or []
+    return _validated(data, limits or _NO_LIMITS)
+
+
+_NO_LIMITS = Limits(
+    max_chunks=10**9,
+    max_chunk_chars=10**12,
+    max_answer_chars=10**12,
+    max_question_chars=10**12,
+    max_metadata_keys=10**9,
+    max_metadata_chars=10**12,
+)
+
+
+def _validated(data: dict[str, Any], limits: Limits) -> Sample:
+    cut = _Cutter()
+    sample_id = _ident(data, "sample_id")
+    service = _ident(data, "service")
+    raw_chunks = data.get("chunks")
+    if raw_chunks is None:
+        raw_chunks = []
     if not isinstance(raw_chunks, list) or not all(isinstance(c, dict) for c in raw_chunks):
         raise SampleDecodeError("chunks must be a list of objects")
-    try:
-        sample = _from_record(data)
-    except TypeError as exc:
-        raise SampleDecodeError(f"missing or unexpected fields: {exc}") from None
-    _check_types(sample)
-    return sample
+    if len(raw_chunks) > limits.max_chunks:
+        raw_chunks = raw_chunks[: limits.max_chunks]
+        cut.any = True
+    chunks = [_chunk(c, limits, cut) for c in raw_chunks]
+    created_at = data.get("created_at", _MISSING)
+    if created_at is _MISSING:
+        created_at = time.time()  # samples of the first schema drafts had none
+    created_at = _number(created_at, "created_at")
+    if created_at is None or not _TIME_RANGE[0] <= created_at <= _TIME_RANGE[1]:
+        raise SampleDecodeError("created_at must be a unix time in seconds")
+    return Sample(
+        sample_id=sample_id,
+        service=service,
+        question=cut.text(_opt_str(data, "question"), limits.max_question_chars),
+        answer=cut.text(_opt_str(data, "answer"), limits.max_answer_chars),
+        chunks=chunks,
+        created_at=created_at,
+        trace_id=_short(data, "trace_id"),
+        span_id=_short(data, "span_id"),
+        model=_short(data, "model"),
+        durations=_durations(data.get("durations")),
+        ttft=_nonneg(data.get("ttft"), "ttft"),
+        input_tokens=_count_field(data.get("input_tokens"), "input_tokens"),
+        output_tokens=_count_field(data.get("output_tokens"), "output_tokens"),
+        cached_input_tokens=_count_field(data.get("cached_input_tokens"), "cached_input_tokens"),
+        tokens_estimated=_flag(data.get("tokens_estimated", False), "tokens_estimated"),
+        cost_usd=_nonneg(data.get("cost_usd"), "cost_usd"),
+        route=_short(data, "route"),
+        tags=_tags(data.get("tags")),
+        outcome=_short(data, "outcome") or "ok",
+        error=_short(data, "error"),
+        reason=_short(data, "reason") or "rate",
+        truncated=_flag(data.get("truncated", False), "truncated") or cut.any,
+        question_sha256=_short(data, "question_sha256"),
+        answer_sha256=_short(data, "answer_sha256"),
+        v=_count_field(data.get("v", SCHEMA_VERSION), "v") or SCHEMA_VERSION,
+    )
+
+
+_MISSING = object()
+
+
+class _Cutter:
+    """Cuts texts to their limits and remembers whether anything was cut."""
+
+    __slots__ = ("any",)
+
+    def __init__(self) -> None:
+        self.any = False
+
+    def text(self, value: str | None, limit: int) -> str | None:
+        if value is not None and len(value) > limit:
+            self.any = True
+            return value[:limit]
+        return value
+
+
+def _ident(data: Mapping[str, Any], name: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
+        raise SampleDecodeError(f"{name} must be a non-empty string of at most {MAX_ID_CHARS} characters")
+    return value
+
+
+def _opt_str(data: Mapping[str, Any], name: str) -> str | None:
+    value = data.get(name)
+    if value is not None and not isinstance(value, str):
+        raise SampleDecodeError(f"{name} must be a string or null, got {type(value).__name__}")
+    return value
+
+
+def _short(data: Mapping[str, Any], name: str) -> str | None:
+    value = _opt_str(data, name)
+    return value[:MAX_FIELD_CHARS] if value is not None else None
+
+
+def _number(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SampleDecodeError(f"{name} must be a number or null, got {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise SampleDecodeError(f"{name} must be finite")
+    return number
+
+
+def _nonneg(value: Any, name: str) -> float | None:
+    number = _number(value, name)
+    if number is not None and number < 0:
+        raise SampleDecodeError(f"{name} must not be negative")
+    return number
+
+
+def _count_field(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _INT_LIMIT:
+        raise SampleDecodeError(f"{name} must be a non-negative integer or null")
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise SampleDecodeError(f"{name} must be true or false")
+    return value
+
+
+def _durations(value: Any) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SampleDecodeError("durations must be an object of stage: seconds")
+    out: dict[str, float] = {}
+    for key, seconds in list(value.items())[:MAX_MAP_ENTRIES]:
+        number = _nonneg(seconds, "durations value")
+        if number is not None:
+            out[key[:MAX_FIELD_CHARS]] = number
+    return out
+
+
+def _tags(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise SampleDecodeError("tags must be an object of string values")
+    return {k[:MAX_FIELD_CHARS]: v[:MAX_FIELD_CHARS] for k, v in list(value.items())[:MAX_MAP_ENTRIES]}
+
+
+def _chunk(data: dict[str, Any], limits: Limits, cut: _Cutter) -> SampleChunk:
+    chunk_id = data.get("id")
+    if not isinstance(chunk_id, str) or len(chunk_id) > MAX_FIELD_CHARS:
+        raise SampleDecodeError(f"each chunk needs a string id of at most {MAX_FIELD_CHARS} characters")
+    rank = data.get("rank")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < _INT_LIMIT:
+        raise SampleDecodeError("each chunk needs a non-negative integer rank")
+    text = data.get("text")
+    if text is not None and not isinstance(text, str):
+        raise SampleDecodeError("chunk text must be a string or null")
+    chunk_cut = text is not None and len(text) > limits.max_chunk_chars
+    text = cut.text(text, limits.max_chunk_chars)
+    meta = data.get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise SampleDecodeError("chunk metadata must be an object")
+    metadata: dict[str, Any] = {}
+    for key, value in list(meta.items())[: limits.max_metadata_keys]:
+        if isinstance(value, str):
+            metadata[key] = value[: limits.max_metadata_chars]
+        elif value is None or isinstance(value, bool | float) or (isinstance(value, int) and abs(value) < _INT_LIMIT):
+            metadata[key] = value  # nested objects and huge integers are dropped, as when building
+    return SampleChunk(
+        id=chunk_id,
+        rank=rank,
+        text=text,
+        score=_number(data.get("score"), "chunk score"),
+        text_sha256=_short(data, "text_sha256"),
+        truncated=_flag(data.get("truncated", False), "chunk truncated") or chunk_cut,
+        metadata=metadata,
+    )
 
 
 def _from_record(data: Mapping[str, Any]) -> Sample:
-    """A Sample from a record, ignoring fields this version does not know (may raise TypeError)."""
+    """A Sample from a record this process just built (trusted: no validation)."""
     chunks = [SampleChunk(**{k: v for k, v in c.items() if k in _CHUNK_FIELDS}) for c in data.get("chunks") or ()]
     known = {k: v for k, v in data.items() if k in _SAMPLE_FIELDS and k != "chunks"}
     known.setdefault("question", None)
     known.setdefault("answer", None)
     known.setdefault("created_at", time.time())
     return Sample(chunks=chunks, **known)
-
-
-def _check_types(sample: Sample) -> None:
-    for name in ("question", "answer"):
-        value = getattr(sample, name)
-        if value is not None and not isinstance(value, str):
-            raise SampleDecodeError(f"{name} must be a string or null")
-    for chunk in sample.chunks:
-        if not isinstance(chunk.id, str) or not isinstance(chunk.rank, int):
-            raise SampleDecodeError("each chunk needs a string id and an integer rank")
-        if chunk.text is not None and not isinstance(chunk.text, str):
-            raise SampleDecodeError("chunk text must be a string or null")

@@ -150,6 +150,15 @@ class Settings(BaseSettings):
         default=5, ge=1, description="Deliveries before an entry goes to the dead-letter stream."
     )
     scores_maxlen: int = Field(default=100_000, ge=100, description="Score records kept (retention bound).")
+    max_sample_bytes: int = Field(
+        default=1_000_000, ge=1024, description="Stream entries larger than this are dead-lettered as oversized."
+    )
+    worker_stall_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="/livez fails after this long without progress (unset: from the read timeout, and the "
+        "LLM judge's worst case when one runs).",
+    )
     worker_port: int | None = Field(
         default=9465, ge=0, le=65535, description="Worker /metrics, /livez and /readyz port (unset: none)."
     )

@@ -24,18 +24,18 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from .diagnosis import Thresholds, diagnose
-from .errors import QueueError
+from .errors import QueueError, QueueFullError
 from .judges.base import Judge
 from .metrics import WorkerMetrics
 from .queue import Entry, Queue
-from .sample import Sample, SampleDecodeError, decode_sample
+from .sample import Limits, Sample, SampleDecodeError, decode_sample
 from .sla import SLAEvaluator
 
 __all__ = ["ScoreRecord", "Worker"]
@@ -82,6 +82,9 @@ class Worker:
         maintenance_seconds: float = 5.0,
         evaluator: SLAEvaluator | None = None,
         thresholds: Thresholds | None = None,
+        limits: Limits | None = None,
+        max_sample_bytes: int = 1_000_000,
+        stall_seconds: float | None = None,
     ) -> None:
         self.queue = queue
         self.judges = list(judges)
@@ -94,7 +97,13 @@ class Worker:
         self.maintenance_seconds = maintenance_seconds
         self.evaluator = evaluator
         self.thresholds = thresholds or Thresholds()
+        self.limits = limits or Limits()
+        self.max_sample_bytes = max_sample_bytes
+        #: /livez fails after this long without the loop turning or a sample finishing (None: derived from
+        #: the read timeout and maintenance interval; an LLM judge needs its worst case here).
+        self.stall_seconds = stall_seconds
         self.processed = 0
+        self.reached = False  # the queue answered at least once (``ragwatch worker`` exits 1 otherwise)
         self.ready = False
         self.last_loop = 0.0
         self._stop = threading.Event()
@@ -105,7 +114,16 @@ class Worker:
         self._outcomes = (
             {
                 o: metrics.entries.labels(service, o)
-                for o in ("scored", "duplicate", "retry", "dead_lettered", "malformed", "trimmed")
+                for o in (
+                    "scored",
+                    "duplicate",
+                    "retry",
+                    "dead_lettered",
+                    "malformed",
+                    "oversized",
+                    "queue_full",
+                    "trimmed",
+                )
             }
             if metrics
             else {}
@@ -130,7 +148,7 @@ class Worker:
                 try:
                     if not self.ready:
                         self.queue.ensure_group()
-                        self.ready = True
+                        self.ready = self.reached = True
                     if time.monotonic() >= next_maintenance or burst:
                         self._maintenance()
                         next_maintenance = time.monotonic() + self.maintenance_seconds
@@ -151,7 +169,17 @@ class Worker:
             self._pool.shutdown(wait=True)
             self._pool = None
             self._restore_signal_handlers()
+            self._sign_off()
         return self.processed
+
+    def _sign_off(self) -> None:
+        """Remove our heartbeat, so ``ragwatch health`` stops counting a worker that exited cleanly."""
+        if not self.reached:
+            return
+        try:
+            self.queue.forget_worker(self.name)
+        except QueueError as exc:  # Redis away: the heartbeat simply ages out
+            log.info("ragwatch worker: could not remove the heartbeat on exit (%s)", exc)
 
     def stop(self) -> None:
         """Finish the entries in flight, then return from :meth:`work`."""
@@ -159,7 +187,11 @@ class Worker:
 
     # -- steps --------------------------------------------------------------------------------------------
     def _maintenance(self) -> None:
-        self.queue.heartbeat(self.name)
+        self.queue.trim_scored()  # first: it frees memory when Redis is full and refuses everything else
+        try:
+            self.queue.heartbeat(self.name)
+        except QueueFullError as exc:  # keep scoring: that, and trimming, is what empties a full Redis
+            log.warning("ragwatch worker: heartbeat refused (%s)", exc)
         claimed, gone = self.queue.claim_stale(self.name, self.claim_idle_ms, self.batch)
         if gone:
             self._count("trimmed", len(gone))
@@ -181,32 +213,55 @@ class Worker:
         return stats.lag == 0 and stats.pending == 0
 
     def _handle(self, entries: list[Entry]) -> None:
-        """Score a batch on the pool; apply and acknowledge each result as it lands."""
+        """Score a batch on the pool; apply and acknowledge each result as it lands.
+
+        Every entry is settled on its own: one that cannot be decoded, is too big, or whose record cannot
+        be encoded is dead-lettered alone and never takes the good entries of its batch with it.
+        """
         assert self._pool is not None
-        jobs = []
+        jobs: dict[Future[ScoreRecord], Entry] = {}
         for entry in entries:
             if entry.deliveries > self.max_deliveries:
                 self._dead(entry, f"gave up after {entry.deliveries - 1} failed deliveries", "dead_lettered")
                 continue
+            if entry.payload is not None and len(entry.payload) > self.max_sample_bytes:
+                self._dead(entry, f"oversized: {len(entry.payload)} bytes > {self.max_sample_bytes}", "oversized")
+                continue
             try:
                 if entry.payload is None:
                     raise SampleDecodeError("entry has no sample field")
-                sample = decode_sample(entry.payload)
+                sample = decode_sample(entry.payload, self.limits)
             except SampleDecodeError as exc:
                 self._dead(entry, f"malformed: {exc}", "malformed")
                 continue
-            jobs.append((entry, self._pool.submit(self._score, sample)))
-        scored: list[tuple[Entry, ScoreRecord]] = []
-        for entry, future in jobs:
+            jobs[self._pool.submit(self._score, sample)] = entry
+        scored: list[tuple[Entry, ScoreRecord, bytes]] = []
+        waiting = set(jobs)
+        while waiting:  # the loop counts as alive while samples finish (honest /livez under slow judges)
+            done, waiting = wait(waiting, timeout=1.0, return_when=FIRST_COMPLETED)
+            if done:
+                self.last_loop = time.monotonic()
+            for future in done:
+                entry = jobs[future]
+                try:
+                    record = future.result()
+                    scored.append((entry, record, orjson.dumps(record)))
+                except Exception as exc:
+                    self._failed(entry, exc)
+        now = time.time()
+        items = [(r.sample_id, raw, r.scores, min(r.created_at, now)) for _, r, raw in scored]
+        try:
+            fresh = self.queue.apply_many(items)
+        except QueueFullError:
+            self.queue.trim_scored()
             try:
-                scored.append((entry, future.result()))
-            except Exception as exc:
-                self._failed(entry, exc)
-        fresh = self.queue.apply_many(
-            [(r.sample_id, orjson.dumps(r), r.scores, min(r.created_at, time.time())) for _, r in scored]
-        )
+                fresh = self.queue.apply_many(items)
+            except QueueFullError as exc:
+                self._shed([entry.id for entry, _, _ in scored], exc)
+                self.processed += len(entries)
+                return
         service = self.queue.service
-        for (_, record), new in zip(scored, fresh, strict=True):
+        for (_, record, _raw), new in zip(scored, fresh, strict=True):
             if not new:
                 self._count("duplicate")
                 continue
@@ -215,9 +270,15 @@ class Worker:
                 for metric, value in record.scores.items():
                     self._m.scores.labels(service, metric).observe(value)
                 self._m.diagnoses.labels(service, record.diagnosis).inc()
-        done = [entry.id for entry, _ in scored]
-        self.queue.ack(done)
+        self.queue.ack([entry.id for entry, _, _ in scored])
         self.processed += len(entries)
+
+    def _shed(self, ids: list[str], exc: QueueFullError) -> None:
+        """Redis is full and refuses the scores even after trimming: drop these entries, counted, so memory
+        falls and the pipeline heals by itself (waiting would keep it full forever)."""
+        self.queue.discard(ids)
+        self._count("queue_full", len(ids))
+        log.error("ragwatch worker: %d scored entries discarded: %s", len(ids), exc)
 
     def _score(self, sample: Sample) -> ScoreRecord:
         scores: dict[str, float] = {}

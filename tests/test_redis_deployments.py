@@ -193,7 +193,7 @@ def test_sentinel_url_without_master_name_is_a_config_error() -> None:
 def test_cluster_keys_of_a_service_share_one_slot(redis_cluster: RedisCluster) -> None:
     keys = Keys("svc")
     names = [keys.samples, keys.dead, keys.scores, keys.totals, keys.workers, keys.mode, keys.mode_channel]
-    names += [keys.applied("sample-1"), keys.window("cp3")]
+    names += [keys.applied("sample-1"), keys.applied_hour(493_000), keys.window("cp3")]
     port = redis_cluster.ports[0]
     slots = {int(redis_cluster.command(port, "CLUSTER", "KEYSLOT", name)) for name in names}  # type: ignore[call-overload]
     assert len(slots) == 1

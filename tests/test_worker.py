@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import orjson
@@ -356,14 +357,46 @@ def test_cli_worker_burst_and_health(redis_url: str) -> None:
             for i in range(5)
         ]
     )
+    command = ["worker", "--service", "kb", "--redis-url", redis_url, "--name", "w1", "--port", "0"]
+    running = subprocess.Popen(
+        [sys.executable, "-m", "ragwatch", *command],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "RAGWATCH_WORKER_ADDR": "127.0.0.1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while "w1" not in queue.live_workers(30) or queue.stats().lag or queue.stats().pending:
+            assert time.monotonic() < deadline and running.poll() is None, "worker never scored the entries"
+            time.sleep(0.1)
+        health = run_cli("health", "--service", "kb", "--redis-url", redis_url)
+        assert health.returncode == 0, health.stderr
+        assert json.loads(health.stdout)["live_workers"] == ["w1"]
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(15) == 0
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    # a clean exit removes the heartbeat: health no longer reports that worker as live
+    health = run_cli("health", "--service", "kb", "--redis-url", redis_url)
+    assert health.returncode == 1
+    assert json.loads(health.stdout)["live_workers"] == []
+    assert max(n for n, _ in queue.totals().values()) == 5  # every entry scored once
     out = run_cli("worker", "--service", "kb", "--redis-url", redis_url, "--burst")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1])["handled"] == 5
-    health = run_cli("health", "--service", "kb", "--redis-url", redis_url)
-    assert health.returncode == 0, health.stderr
-    assert json.loads(health.stdout)["pending"] == 0
+    assert json.loads(out.stdout.strip().splitlines()[-1])["handled"] == 0
     assert run_cli("worker", "--judge", "no-such-judge").returncode == 2
     assert run_cli("health", "--redis-url", f"redis://127.0.0.1:{free_port()}/0").returncode == 1
+
+
+def test_worker_that_never_reached_the_queue_exits_non_zero() -> None:
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    out = run_cli("worker", "--service", "kb", "--redis-url", dead, "--max-seconds", "1", "--port", "0")
+    assert out.returncode == 1, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"worker": ANY, "handled": 0, "queue_reached": False}
+    assert "never reached the queue" in out.stderr
 
 
 def test_sigterm_stops_the_worker_gracefully_and_endpoints_answer(redis_url: str) -> None:
