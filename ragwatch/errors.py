@@ -55,4 +55,11 @@ class QueueError(RagwatchError):
 
 class QueueFullError(QueueError):
     """Redis is at ``maxmemory`` with the ``noeviction`` policy and refuses writes. Not a connectivity
-    problem: retrying sooner does not help until a worker trims scored entries or an operator frees memory."""
+    problem: retrying sooner does not help until a worker trims scored entries or an operator frees memory.
+
+    ``results`` (from a batch of score applications) says, per item, True/False as the batch would have
+    returned, or None where Redis refused that item — the others *were* applied."""
+
+    def __init__(self, message: str, results: list[bool | None] | None = None) -> None:
+        super().__init__(message)
+        self.results = results

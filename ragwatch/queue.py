@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .degrade import ModeState
-from .errors import ConfigError
+from .errors import ConfigError, QueueFullError
 
 __all__ = ["DEFAULT_QUEUE_URL", "Applied", "Entry", "ModeListener", "Queue", "QueueStats", "open_queue"]
 
@@ -105,7 +105,14 @@ class Queue(ABC):
 
     def apply_many(self, items: Sequence[Applied]) -> list[bool]:
         """:meth:`apply` for a batch, in one round trip where the backend can; results in order."""
-        return [self.apply(*item) for item in items]
+        results: list[bool] = []
+        for item in items:
+            try:
+                results.append(self.apply(*item))
+            except QueueFullError as exc:  # the ones before went in; this one and the rest did not
+                missing: list[bool | None] = [None] * (len(items) - len(results))
+                raise QueueFullError(str(exc), [*results, *missing]) from exc
+        return results
 
     @abstractmethod
     def window(self, metric: str, count: int) -> list[tuple[float, float]]:

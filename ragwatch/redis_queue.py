@@ -314,6 +314,11 @@ class RedisQueue(Queue):
     def ensure_group(self) -> None:
         try:
             self.client.xgroup_create(self.keys.samples, GROUP, id="0", mkstream=True)
+        except OutOfMemoryError as exc:  # refused even when the group exists: a full Redis needs us most
+            with contextlib.suppress(*_ERRORS):
+                if any(_text(g.get("name")) == GROUP for g in self.client.xinfo_groups(self.keys.samples)):
+                    return
+            raise QueueFullError(f"redis XGROUP CREATE refused: queue full (Redis maxmemory): {exc}") from exc
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise QueueError(f"redis XGROUP CREATE failed: {exc}") from exc
@@ -434,7 +439,15 @@ class RedisQueue(Queue):
             for item in items:
                 keys, args = self._apply_call(*item)
                 self._scripts["apply"](keys=keys, args=args, client=pipe)
-            return [bool(r) for r in pipe.execute()]
+            replies = pipe.execute(raise_on_error=False)
+        errors = [r for r in replies if isinstance(r, Exception)]
+        if not errors:
+            return [bool(r) for r in replies]
+        if all(isinstance(e, OutOfMemoryError) for e in errors):  # some went in: say which
+            results = [None if isinstance(r, Exception) else bool(r) for r in replies]
+            raise QueueFullError(f"redis apply refused: queue full (Redis maxmemory): {errors[0]}", results)
+        with _translated("apply"):
+            raise errors[0]
 
     def window(self, metric: str, count: int) -> list[tuple[float, float]]:
         with _translated("LRANGE"):

@@ -250,18 +250,13 @@ class Worker:
                     self._failed(entry, exc)
         now = time.time()
         items = [(r.sample_id, raw, r.scores, min(r.created_at, now)) for _, r, raw in scored]
-        try:
-            fresh = self.queue.apply_many(items)
-        except QueueFullError:
-            self.queue.trim_scored()
-            try:
-                fresh = self.queue.apply_many(items)
-            except QueueFullError as exc:
-                self._shed([entry.id for entry, _, _ in scored], exc)
-                self.processed += len(entries)
-                return
+        fresh = self._apply(items)
         service = self.queue.service
-        for (_, record, _raw), new in zip(scored, fresh, strict=True):
+        shed: list[str] = []
+        for (entry, record, _raw), new in zip(scored, fresh, strict=True):
+            if new is None:
+                shed.append(entry.id)
+                continue
             if not new:
                 self._count("duplicate")
                 continue
@@ -270,15 +265,36 @@ class Worker:
                 for metric, value in record.scores.items():
                     self._m.scores.labels(service, metric).observe(value)
                 self._m.diagnoses.labels(service, record.diagnosis).inc()
-        self.queue.ack([entry.id for entry, _, _ in scored])
+        if shed:
+            self._shed(shed)
+        self.queue.ack([entry.id for (entry, _, _), new in zip(scored, fresh, strict=True) if new is not None])
         self.processed += len(entries)
 
-    def _shed(self, ids: list[str], exc: QueueFullError) -> None:
+    def _apply(self, items: list[Any]) -> list[bool | None]:
+        """Apply scores; None marks one that a full Redis refused even after trimming scored entries."""
+        try:
+            return list(self.queue.apply_many(items))
+        except QueueFullError as exc:
+            results: list[bool | None] = exc.results or [None] * len(items)
+        self.queue.trim_scored()  # frees the memory of acknowledged entries, then one more try
+        retry = [i for i, r in enumerate(results) if r is None]
+        try:
+            again: list[bool | None] = list(self.queue.apply_many([items[i] for i in retry]))
+        except QueueFullError as exc:
+            again = exc.results or [None] * len(retry)
+        for i, result in zip(retry, again, strict=True):
+            results[i] = result
+        return results
+
+    def _shed(self, ids: list[str]) -> None:
         """Redis is full and refuses the scores even after trimming: drop these entries, counted, so memory
         falls and the pipeline heals by itself (waiting would keep it full forever)."""
         self.queue.discard(ids)
         self._count("queue_full", len(ids))
-        log.error("ragwatch worker: %d scored entries discarded: %s", len(ids), exc)
+        log.error(
+            "ragwatch worker: Redis is full (maxmemory, noeviction) and refused %d scores: entries discarded",
+            len(ids),
+        )
 
     def _score(self, sample: Sample) -> ScoreRecord:
         scores: dict[str, float] = {}
