@@ -120,24 +120,29 @@ def _async_gen_wrapper(fn: Callable[..., Any], begin: Begin, guard: Guard) -> Ca
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         call = _open(begin, args, kwargs, guard, False)
         if call is None:
-            async for item in fn(*args, **kwargs):
-                yield item
+            stream: Any = fn(*args, **kwargs)
+        else:
+            try:
+                agen = fn(*args, **kwargs)
+            except BaseException as exc:
+                call.fail(exc)
+                raise
+            stream = AsyncStream(agen, call)
+        # What `yield from` does for the sync wrapper, by hand (async generators have no `yield from`):
+        # values sent with asend() and exceptions thrown in with athrow() reach the host's generator.
+        try:
+            item = await stream.__anext__()
+            while True:
+                try:
+                    sent = yield item
+                except GeneratorExit:
+                    await stream.aclose()
+                    raise
+                except BaseException as exc:
+                    item = await stream.athrow(exc)
+                else:
+                    item = await (stream.__anext__() if sent is None else stream.asend(sent))
+        except StopAsyncIteration:
             return
-        try:
-            agen = fn(*args, **kwargs)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-        proxy = AsyncStream(agen, call)
-        try:
-            async for item in proxy:
-                yield item
-        except GeneratorExit:
-            await proxy.aclose()
-            raise
-        except BaseException as exc:  # thrown in by the consumer (athrow)
-            call.finish(None, exc)
-            await agen.aclose()
-            raise
 
     return wrapper

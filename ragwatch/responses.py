@@ -156,10 +156,16 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    if text.isascii():
+    if text.isascii():  # O(1) for str: CPython knows its widest character
         return (len(text) + 3) // 4
-    cjk = len(_CJK.findall(text))
+    if len(text) > _ESTIMATE_PREFIX:  # a 10 MB answer: scale the prefix's estimate, in bounded time
+        return max(1, round(estimate_tokens(text[:_ESTIMATE_PREFIX]) * len(text) / _ESTIMATE_PREFIX))
+    cjk = sum(1 for _ in _CJK.finditer(text))
     return max(1, cjk + (len(text) - cjk + 3) // 4)
+
+
+#: Characters of a non-ASCII text that :func:`estimate_tokens` reads at most (longer ones are scaled).
+_ESTIMATE_PREFIX = 65_536
 
 
 # Anthropic's stream event types. None of them may fall through to the generic rules: their snapshot and

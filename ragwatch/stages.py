@@ -83,11 +83,14 @@ def is_stream(value: Any) -> bool:
     a dictionary hit. Bounded, in case a host generates classes.
     """
     cls = type(value)
-    found = _STREAM_TYPES.get(cls)
-    if found is None:
-        found = hasattr(cls, "__next__") or hasattr(cls, "__anext__")
-        if len(_STREAM_TYPES) < 512:
-            _STREAM_TYPES[cls] = found
+    try:
+        found = _STREAM_TYPES.get(cls)
+        if found is None:
+            found = hasattr(cls, "__next__") or hasattr(cls, "__anext__")
+            if len(_STREAM_TYPES) < 512:
+                _STREAM_TYPES[cls] = found
+    except Exception:  # a class whose metaclass raises on lookup or hashing: not a stream we can follow
+        return False
     return found
 
 
@@ -250,7 +253,7 @@ class Call:
         """Called with the host's return value; returns what the host's caller should receive."""
         try:  # is_stream() inlined: this runs on every call
             found = _STREAM_TYPES[type(result)]
-        except KeyError:
+        except Exception:  # not cached yet, or a type that cannot even be hashed: is_stream never raises
             found = is_stream(result)
         if found:  # a stream result is proxied and finished on exhaustion rather than on return
             try:
@@ -540,7 +543,7 @@ class Stage:
         elapsed = _perf() - start
         try:  # is_stream() inlined, as in Call.done
             found = _STREAM_TYPES[type(result)]
-        except KeyError:
+        except Exception:  # not cached yet, or a type that cannot even be hashed: is_stream never raises
             found = is_stream(result)
         try:
             if found:

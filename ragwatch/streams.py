@@ -8,8 +8,8 @@ An LLM stream is consumed after the decorated function has returned, often in an
   ``aclose()`` / leaving a ``with`` block early (``cancelled``);
 - makes the call's context current around each step only, because a context variable set in one step and
   reset in the next may belong to another thread's copy of the context;
-- forwards everything else (``.response``, ``.close()``, ``send``/``throw``) to the wrapped object, so SDK
-  stream objects keep working.
+- forwards everything else (``.response``, ``.close()``, ``send``/``throw``, ``asend``/``athrow``) to the
+  wrapped object, so SDK stream objects and generators keep working.
 """
 
 from __future__ import annotations
@@ -114,10 +114,19 @@ class AsyncStream(_Proxy):
         return self
 
     async def __anext__(self) -> Any:
+        return await self._step(self._stream.__anext__)
+
+    async def asend(self, value: Any) -> Any:
+        return await self._step(lambda: self._stream.asend(value))
+
+    async def athrow(self, *exc_info: Any) -> Any:
+        return await self._step(lambda: self._stream.athrow(*exc_info))
+
+    async def _step(self, advance: Any) -> Any:
         call = self._call
         call.activate()
         try:
-            item = await self._stream.__anext__()
+            item = await advance()
         except StopAsyncIteration:
             call.deactivate()
             call.finish(None, None)
