@@ -118,13 +118,22 @@ def _send_xadds(pool: Any, head: bytes, payloads: Sequence[bytes]) -> None:
         pool.release(connection)
 
 
+#: The Redis password, when it is not in the URL: read from the environment only (like the judge's API
+#: key), so a Kubernetes Secret can hold it alone and the URL can live in plain configuration.
+PASSWORD_ENV = "RAGWATCH_REDIS_PASSWORD"
+
+
 def connect(url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> Any:
-    """A redis-py client for any supported URL form (see :mod:`ragwatch.queue`)."""
+    """A redis-py client for any supported URL form (see :mod:`ragwatch.queue`); a password in the URL
+    wins over ``RAGWATCH_REDIS_PASSWORD``."""
     options: dict[str, Any] = {
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": connect_timeout,
         "health_check_interval": 30,
     }
+    password = os.environ.get(PASSWORD_ENV)
+    if password and not urlsplit(url).password:
+        options["password"] = password
     scheme = _scheme(url)
     if scheme == "redis+cluster":
         return _cluster(url, options)
@@ -187,6 +196,8 @@ def _sentinel(url: str, options: dict[str, Any]) -> Any:
         auth["username"] = unquote(parts.username)
     if parts.password:
         auth["password"] = unquote(parts.password)
+    elif "password" in options:
+        auth["password"] = options.pop("password")
     db = int(path[1]) if len(path) > 1 else 0
     sentinel = Sentinel(nodes, sentinel_kwargs=dict(options), **options, **auth)
     return sentinel.master_for(path[0], db=db)

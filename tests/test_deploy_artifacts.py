@@ -340,7 +340,8 @@ def test_helm_template_validates_against_kubernetes(values: Path | None) -> None
     helm = require_helm()
     kv = require_module("kubernetes_validate")
     docs = render(helm, *(["-f", str(values)] if values else []))
-    builtin = [d for d in docs if "." not in d["apiVersion"].split("/")[0]]  # v1, apps/v1, batch/v1: not CRDs
+    group = [d["apiVersion"].split("/")[0] for d in docs]
+    builtin = [d for d, g in zip(docs, group, strict=True) if "." not in g or g.endswith(".k8s.io")]  # not CRDs
     assert len(builtin) >= 4
     for doc in builtin:
         kv.validate(doc, KUBERNETES_VERSION, strict=True)
@@ -378,7 +379,9 @@ def test_helm_all_features() -> None:
     helm = require_helm()
     docs = {d["kind"]: d for d in render(helm, "-f", str(ALL_FEATURES))}
     container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
-    assert {e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"]} == {"kb-qa-ragwatch"}
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    assert {r["name"] for n, r in refs.items() if n != "RAGWATCH_REDIS_PASSWORD"} == {"kb-qa-ragwatch"}
+    assert refs["RAGWATCH_REDIS_PASSWORD"] == {"name": "redis-auth", "key": "password"}
     assert "replicas" not in docs["Deployment"]["spec"]  # KEDA owns the replica count
     trigger = docs["ScaledObject"]["spec"]["triggers"][0]
     assert trigger["type"] == "redis-streams"
@@ -417,3 +420,119 @@ def test_helm_schema_rejects_bad_values() -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert out.returncode != 0
+
+
+def _values(tmp_path: Path, values: dict[str, Any]) -> list[str]:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return ["-f", str(path)]
+
+
+def test_helm_redis_password_comes_only_from_a_secret(tmp_path: Path) -> None:
+    helm = require_helm()
+    out = subprocess.run(
+        [helm, "template", "rw", str(CHART), "--set", "redis.url=redis://:hunter2@redis:6379/0"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0 and "redis.url" in out.stderr  # a password in plain values is refused
+    values = {
+        "redis": {"url": "redis://redis:6379/0", "passwordSecret": {"name": "redis-auth", "key": "pw"}},
+        "keda": {"enabled": True},
+        "replay": {"enabled": True, "url": "http://kb:8000/ask"},
+        "judge": {"apiKey": "sk-test"},
+    }
+    docs = render(helm, *_values(tmp_path, values))
+    by_kind = {d["kind"]: d for d in docs}
+    worker = by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    replay = by_kind["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    worker_env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in worker["env"]}
+    replay_env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in replay["env"]}
+    password = {"name": "redis-auth", "key": "pw"}
+    assert worker_env["RAGWATCH_REDIS_PASSWORD"] == replay_env["RAGWATCH_REDIS_PASSWORD"] == password
+    auth = by_kind["TriggerAuthentication"]["spec"]["secretTargetRef"][0]
+    assert {"name": auth["name"], "key": auth["key"]} == password  # KEDA reads the workers' Secret
+    assert "RAGWATCH_JUDGE_API_KEY" in worker_env and "RAGWATCH_JUDGE_API_KEY" not in replay_env
+    assert "hunter2" not in yaml.safe_dump_all(docs) and "pw" not in str(by_kind["Secret"]["stringData"])
+    values["keda"] = {"enabled": True, "passwordSecret": {"name": "other", "key": "pw"}}
+    out = subprocess.run(
+        [helm, "template", "rw", str(CHART), *_values(tmp_path, values)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0 and "differ" in out.stderr  # KEDA cannot be given other credentials
+
+
+def test_helm_network_policies_allow_only_dns_redis_judge_and_scrapes() -> None:
+    helm = require_helm()
+    docs = render(helm, "-f", str(ALL_FEATURES))
+    policies = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "NetworkPolicy"}
+    worker, replay = policies["rw-ragwatch-worker"], policies["rw-ragwatch-replay"]
+    assert worker["policyTypes"] == replay["policyTypes"] == ["Ingress", "Egress"]
+    (scrape,) = worker["ingress"]
+    assert scrape["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert scrape["ports"] == [{"protocol": "TCP", "port": 9465}]
+    assert replay["ingress"] == []
+
+    def ports(rule: dict[str, Any]) -> set[tuple[str, int]]:
+        return {(p["protocol"], p["port"]) for p in rule["ports"]}
+
+    dns, redis_rule, judge = worker["egress"]
+    assert ports(dns) == {("UDP", 53), ("TCP", 53)}
+    assert ports(redis_rule) == {("TCP", 6379), ("TCP", 26379)}
+    assert redis_rule["to"][0]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "redis"}
+    assert ports(judge) == {("TCP", 443)} and "ipBlock" in judge["to"][0]
+    assert all(rule.get("to") for rule in worker["egress"])  # no rule open to every destination
+    assert replay["egress"][:2] == [dns, redis_rule] and len(replay["egress"]) == 4
+    assert {p for rule in replay["egress"][2:] for p in ports(rule)} == {("TCP", 8000), ("TCP", 9091)}
+    selector = docs[[d["kind"] for d in docs].index("Deployment")]["spec"]["selector"]["matchLabels"]
+    assert worker["podSelector"]["matchLabels"] == selector
+    out = subprocess.run(
+        [helm, "template", "rw", str(CHART), "--set", "networkPolicy.enabled=true"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0 and "networkPolicy.redis.to" in out.stderr  # never an allow-all by accident
+
+
+def test_helm_disruption_budget_and_topology_spread() -> None:
+    helm = require_helm()
+    docs = {d["kind"]: d for d in render(helm)}
+    selector = docs["Deployment"]["spec"]["selector"]["matchLabels"]
+    pdb = docs["PodDisruptionBudget"]["spec"]
+    assert pdb == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    (spread,) = docs["Deployment"]["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert spread["labelSelector"]["matchLabels"] == selector
+    assert "PodDisruptionBudget" not in {d["kind"] for d in render(helm, "--set", "podDisruptionBudget.enabled=false")}
+
+
+@pytest.mark.parametrize("values", [None, ALL_FEATURES], ids=["defaults", "all-features"])
+def test_helm_config_map_loads_as_worker_settings(monkeypatch: pytest.MonkeyPatch, values: Path | None) -> None:
+    """A worker pod starts with the ConfigMap as its environment: it must load (JUDGES: offline did not)."""
+    from ragwatch.settings import load_settings
+
+    docs = render(require_helm(), *(["-f", str(values)] if values else []))
+    for name, value in next(d for d in docs if d["kind"] == "ConfigMap")["data"].items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert settings.judges == (("cascade",) if values else ("offline",))
+
+
+@pytest.mark.parametrize(("timeout", "retries"), [(30, 3), (60, 5)])
+def test_helm_liveness_outlasts_the_llm_judges_worst_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timeout: int, retries: int
+) -> None:
+    """The worker's /livez stall limit comes from the chart's ConfigMap (the same settings the pod loads),
+    and together with the probe's own window it must outlast one LLM-judged sample's worst case."""
+    from ragwatch.health import stall_seconds
+    from ragwatch.settings import load_settings
+
+    helm = require_helm()
+    config = {"JUDGES": '["cascade"]', "JUDGE_TIMEOUT": str(timeout), "JUDGE_MAX_RETRIES": str(retries)}
+    docs = {d["kind"]: d for d in render(helm, *_values(tmp_path, {"config": config}))}
+    for name, value in docs["ConfigMap"]["data"].items():  # the environment the worker pod starts with
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    worker = type("W", (), {"block_ms": settings.worker_block_ms, "maintenance_seconds": 5.0})()
+    judges = [type("J", (), {"name": name})() for name in settings.judges]
+    probe = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+    window = probe["periodSeconds"] * probe["failureThreshold"]
+    assert stall_seconds(worker, settings, judges) + window > timeout * (retries + 1) + retries * 20

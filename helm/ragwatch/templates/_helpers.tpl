@@ -56,8 +56,19 @@ app.kubernetes.io/component: worker
 {{- default (printf "%s-secrets" (include "ragwatch.fullname" .)) .Values.existingSecret -}}
 {{- end -}}
 
-{{/* Environment shared by the worker and the replay job: ConfigMap + secrets. */}}
-{{- define "ragwatch.env" -}}
+{{/* The {name, key} of the Secret holding the Redis password, or an empty dict. keda.passwordSecret is the
+older name of the same thing: both may be set only when they agree. */}}
+{{- define "ragwatch.redisPasswordSecret" -}}
+{{- $redis := .Values.redis.passwordSecret | default dict -}}
+{{- $keda := .Values.keda.passwordSecret | default dict -}}
+{{- if and $redis $keda (not (eq (toJson $redis) (toJson $keda))) -}}
+{{- fail "redis.passwordSecret and keda.passwordSecret differ: KEDA must use the workers' Redis credentials (set redis.passwordSecret only)" -}}
+{{- end -}}
+{{- toJson (default $keda $redis) -}}
+{{- end -}}
+
+{{/* Redis settings of every pod: the URL from the Secret, the password (when separate) from its own Secret. */}}
+{{- define "ragwatch.redisEnv" -}}
 envFrom:
   - configMapRef:
       name: {{ include "ragwatch.fullname" . }}-config
@@ -67,6 +78,19 @@ env:
       secretKeyRef:
         name: {{ include "ragwatch.secretName" . }}
         key: redis-url
+  {{- $password := include "ragwatch.redisPasswordSecret" . | fromJson }}
+  {{- if $password }}
+  - name: RAGWATCH_REDIS_PASSWORD
+    valueFrom:
+      secretKeyRef:
+        name: {{ $password.name }}
+        key: {{ $password.key }}
+  {{- end }}
+{{- end -}}
+
+{{/* Worker environment: Redis, plus the LLM judge's API key (the replay job never gets it). */}}
+{{- define "ragwatch.env" -}}
+{{ include "ragwatch.redisEnv" . }}
   - name: RAGWATCH_JUDGE_API_KEY
     valueFrom:
       secretKeyRef:
@@ -74,3 +98,24 @@ env:
         key: judge-api-key
         optional: true
 {{- end -}}
+
+{{/* Egress both workers and the replay job need: DNS and Redis. */}}
+{{- define "ragwatch.baseEgress" -}}
+- to:
+    - namespaceSelector:
+        {{- toYaml .dns.namespaceSelector | nindent 8 }}
+      podSelector:
+        {{- toYaml .dns.podSelector | nindent 8 }}
+  ports:
+    - protocol: UDP
+      port: 53
+    - protocol: TCP
+      port: 53
+- to:
+    {{- toYaml .redis.to | nindent 4 }}
+  ports:
+    {{- range .redis.ports }}
+    - protocol: TCP
+      port: {{ . }}
+    {{- end }}
+{{- end }}
