@@ -60,6 +60,7 @@ def _worker(args: argparse.Namespace) -> int:
         settings.service,
         maxlen=settings.queue_maxlen,
         scores_maxlen=settings.scores_maxlen,
+        applied_ttl_seconds=settings.idempotency_ttl_seconds,
     )
     metrics = families(WorkerMetrics, REGISTRY, settings.latency_buckets)
     worker = Worker(

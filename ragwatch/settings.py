@@ -150,6 +150,11 @@ class Settings(BaseSettings):
         default=5, ge=1, description="Deliveries before an entry goes to the dead-letter stream."
     )
     scores_maxlen: int = Field(default=100_000, ge=100, description="Score records kept (retention bound).")
+    idempotency_ttl_seconds: int = Field(
+        default=7 * 24 * 3600,
+        ge=3600,
+        description="How long a scored sample id is remembered (a redelivery within it is not counted twice).",
+    )
     max_sample_bytes: int = Field(
         default=1_000_000, ge=1024, description="Stream entries larger than this are dead-lettered as oversized."
     )

@@ -161,6 +161,7 @@ def test_fuzzed_entries_decode_to_well_typed_samples_or_a_decode_error(seed: int
         orjson.dumps(record)
         assert min(record.created_at, time.time()) >= 0
     assert decoded > 40 and refused > 40  # the generator exercises both sides
+    print(f"\nfuzz seed {seed}: {decoded} decoded and well typed, {refused} refused")
 
 
 @pytest.mark.parametrize(
