@@ -28,8 +28,8 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragwatch.keys import Keys  # noqa: E402
-from ragwatch.redis_queue import RedisQueue  # noqa: E402
+from ragwatch.keys import Keys
+from ragwatch.redis_queue import RedisQueue
 
 WEEK = 7 * 24 * 3600
 
