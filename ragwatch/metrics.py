@@ -269,7 +269,7 @@ class ProducerMetrics:
         self.sent = Counter(SAMPLES_SENT, "Samples written to the queue.", ["service"], registry=registry)
         self.dropped = Counter(
             SAMPLES_DROPPED,
-            "Samples lost on the service side, by reason (buffer_full, encode_error, shutdown).",
+            "Samples lost on the service side, by reason (buffer_full, queue_full, encode_error, shutdown).",
             ["service", "reason"],
             registry=registry,
         )
@@ -295,7 +295,7 @@ class WorkerMetrics:
         self.entries = Counter(
             WORKER_ENTRIES,
             "Stream entries handled by workers, by outcome "
-            "(scored, duplicate, retry, dead_lettered, malformed, trimmed).",
+            "(scored, duplicate, retry, dead_lettered, malformed, oversized, queue_full, trimmed).",
             ["service", "outcome"],
             registry=registry,
         )
