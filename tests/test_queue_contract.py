@@ -107,6 +107,34 @@ def test_heartbeats(queue: Queue) -> None:
     assert queue.live_workers(-1) == {}
 
 
+def test_forget_worker_removes_only_its_heartbeat(queue: Queue) -> None:
+    queue.heartbeat("worker-a")
+    queue.heartbeat("worker-b")
+    queue.forget_worker("worker-a")
+    assert set(queue.live_workers(30)) == {"worker-b"}
+
+
+def test_trim_scored_keeps_pending_and_undelivered_entries(queue: Queue) -> None:
+    queue.add([b"a", b"b", b"c", b"d", b"e"])
+    first = queue.read("w", count=3, block_ms=100)  # a, b, c delivered; d, e not yet
+    queue.ack([first[0].id, first[2].id])  # a and c scored; b still pending
+    assert queue.trim_scored() == 1  # only a: b is pending, and c comes after it
+    rest = queue.read("w", count=10, block_ms=100)
+    assert [e.payload for e in rest] == [b"d", b"e"]  # nothing undelivered was lost
+    queue.ack([first[1].id] + [e.id for e in rest])
+    assert queue.trim_scored() == 4 and queue.stats().length == 0
+    assert queue.trim_scored() == 0
+
+
+def test_discard_acknowledges_and_deletes(queue: Queue) -> None:
+    queue.add([b"a", b"b"])
+    entries = queue.read("w", count=2, block_ms=100)
+    queue.discard([entries[0].id])
+    stats = queue.stats()
+    assert (stats.length, stats.pending) == (1, 1)
+    assert queue.claim_stale("w2", 0, 10)[0][0].payload == b"b"
+
+
 def test_unknown_scheme_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="kafka"):
         open_queue("kafka://broker", "svc")
