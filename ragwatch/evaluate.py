@@ -34,13 +34,16 @@ from .sample import Sample, SampleChunk
 
 __all__ = [
     "EvalInputError",
+    "calibration_summary",
     "detect_kind",
     "evaluate_faithfulness",
     "evaluate_relevance",
+    "expected_calibration_error",
     "load_rows",
     "main",
     "neutral_order_key",
     "precision_recall_f1",
+    "reliability_table",
     "roc_auc",
     "row_to_sample",
 ]
@@ -85,6 +88,45 @@ def roc_auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
         i = j + 1
     rank_sum = sum(r for r, y in zip(ranks, labels, strict=True) if y)
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def _bin_sums(labels: Sequence[bool], scores: Sequence[float], bins: int) -> list[tuple[int, float, int]]:
+    """(count, sum of scores, positives) per equal-width score bin; the last bin is closed at 1.0."""
+    if len(labels) != len(scores):
+        raise ValueError("labels and scores differ in length")
+    sums = [[0, 0.0, 0] for _ in range(bins)]
+    for y, p in zip(labels, scores, strict=True):
+        b = min(bins - 1, max(0, int(float(p) * bins)))
+        sums[b][0] += 1
+        sums[b][1] += float(p)
+        sums[b][2] += 1 if y else 0
+    return [(int(n), float(total), int(pos)) for n, total, pos in sums]
+
+
+def reliability_table(labels: Sequence[bool], scores: Sequence[float], bins: int = 10) -> list[dict[str, Any]]:
+    """Per equal-width score bin: its range, count, mean score and share of positives. Empty bins are
+    listed (n 0) so the tables of different runs line up."""
+    return [
+        {
+            "low": round(b / bins, 4),
+            "high": round((b + 1) / bins, 4),
+            "n": n,
+            "mean_score": round(total / n, 4) if n else None,
+            "positive_rate": round(pos / n, 4) if n else None,
+        }
+        for b, (n, total, pos) in enumerate(_bin_sums(labels, scores, bins))
+    ]
+
+
+def expected_calibration_error(labels: Sequence[bool], scores: Sequence[float], bins: int = 10) -> float | None:
+    """ECE: the count-weighted mean, over equal-width score bins, of |mean score − share of positives|.
+
+    Why it matters here: Context Precision@K is a mean of these scores compared with an SLA (0.65), so a
+    score of 0.7 must mean "relevant about 70 % of the time", not merely rank above 0.6. ``None`` when empty.
+    """
+    if not labels:
+        return None
+    return sum(abs(total - pos) for n, total, pos in _bin_sums(labels, scores, bins) if n) / len(labels)
 
 
 def precision_recall_f1(labels: Sequence[bool], predictions: Sequence[bool]) -> tuple[float, float, float]:
@@ -266,8 +308,23 @@ def _ranking_summary(questions: list[tuple[list[bool], list[float]]]) -> dict[st
     }
 
 
-def evaluate_relevance(rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop) -> dict[str, Any]:
-    """Rank each question's passages by the judge's graded relevance; MAP, MRR and AUC."""
+def calibration_summary(labels: Sequence[bool], scores: Sequence[float], bins: int = 10) -> dict[str, Any]:
+    """ECE and the reliability table of graded relevances against their labels."""
+    ece = expected_calibration_error(labels, scores, bins)
+    return {
+        "n": len(labels),
+        "ece": None if ece is None else round(ece, 4),
+        "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
+        "positive_rate": round(sum(1 for y in labels if y) / len(labels), 4) if labels else None,
+        "bins": reliability_table(labels, scores, bins),
+    }
+
+
+def evaluate_relevance(
+    rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop, calibration: bool = False
+) -> dict[str, Any]:
+    """Rank each question's passages by the judge's graded relevance; MAP, MRR and AUC (and, with
+    ``calibration``, ECE and a reliability table under ``"calibration"``, overall and per language)."""
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         _check_relevance_row(row)
@@ -289,10 +346,20 @@ def evaluate_relevance(rows: Sequence[dict[str, Any]], judge: Any, progress: Pro
     by_language: dict[str, list[tuple[list[bool], list[float]]]] = defaultdict(list)
     for language, labels, scores in ranked:
         by_language[language].append((labels, scores))
-    return {
+    result: dict[str, Any] = {
         "overall": _ranking_summary([(labels, scores) for _, labels, scores in ranked]),
         "by_language": {lang: _ranking_summary(qs) for lang, qs in sorted(by_language.items())},
     }
+    if calibration:
+
+        def flat(qs: list[tuple[list[bool], list[float]]]) -> dict[str, Any]:
+            return calibration_summary([y for ys, _ in qs for y in ys], [p for _, ps in qs for p in ps])
+
+        result["calibration"] = {
+            "overall": flat([(labels, scores) for _, labels, scores in ranked]),
+            "by_language": {lang: flat(qs) for lang, qs in sorted(by_language.items())},
+        }
+    return result
 
 
 # ------------------------------------------------------------------------------------------- output
@@ -322,13 +389,34 @@ def _table_rows(result: dict[str, Any], kind: str) -> tuple[list[str], list[list
     return columns, body
 
 
-def render_plain(result: dict[str, Any], kind: str, title: str) -> str:
-    """The result as an aligned plain-text table (used when rich is not installed)."""
-    columns, body = _table_rows(result, kind)
+def _calibration_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+    """The reliability table (overall) and one ECE line per group, as a title, columns and rows."""
+    cal = result["calibration"]
+    groups = [("overall", cal["overall"])] + [(f"language={k}", v) for k, v in cal["by_language"].items()]
+    ece = ", ".join(f"{name} {_fmt(c['ece'])} (n {c['n']})" for name, c in groups)
+    columns = ["score bin", "n", "mean score", "relevant share", "gap"]
+    body = []
+    for b in cal["overall"]["bins"]:
+        gap = None if not b["n"] else abs(b["mean_score"] - b["positive_rate"])
+        body.append(
+            [f"{b['low']:.1f}–{b['high']:.1f}", str(b["n"]), _fmt(b["mean_score"]), _fmt(b["positive_rate"]), _fmt(gap)]
+        )
+    return f"calibration: ECE (10 bins) {ece}", columns, body
+
+
+def _plain(title: str, columns: list[str], body: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in [columns, *body]) for i in range(len(columns))]
     lines = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in body]
+    return lines
+
+
+def render_plain(result: dict[str, Any], kind: str, title: str) -> str:
+    """The result as aligned plain-text tables (used when rich is not installed)."""
+    lines = _plain(title, *_table_rows(result, kind))
+    if "calibration" in result:
+        lines += ["", *_plain(*_calibration_rows(result))]
     return "\n".join(lines)
 
 
@@ -339,13 +427,17 @@ def _print_table(result: dict[str, Any], kind: str, title: str) -> None:
     except ImportError:
         print(render_plain(result, kind, title))
         return
-    columns, body = _table_rows(result, kind)
-    table = Table(title=title)
-    for i, column in enumerate(columns):
-        table.add_column(column, justify="left" if i == 0 else "right")
-    for row in body:
-        table.add_row(*row)
-    Console().print(table)
+    tables = [(title, *_table_rows(result, kind))]
+    if "calibration" in result:
+        tables.append(_calibration_rows(result))
+    console = Console()
+    for name, columns, body in tables:
+        table = Table(title=name)
+        for i, column in enumerate(columns):
+            table.add_column(column, justify="left" if i == 0 else "right")
+        for row in body:
+            table.add_row(*row)
+        console.print(table)
 
 
 @contextmanager
@@ -365,14 +457,12 @@ def _progress(total: int, description: str, enabled: bool) -> Iterator[Progress]
         yield lambda n: bar.advance(task, n)
 
 
-def _make_judge(name: str) -> Any:
-    if name == "offline":
-        from .judges.offline import OfflineJudge
-
-        return OfflineJudge()
+def _make_judge(name: str, settings: Any) -> Any:
+    """The judge as a worker would build it: from the settings (environment, ``--config-file``, flags), so
+    ``--judge llm`` and ``--judge cascade`` reach the endpoint in ``RAGWATCH_JUDGE_BASE_URL``/``_MODEL``."""
     from .judges import make_judges
 
-    return make_judges([name])[0]
+    return make_judges([name], settings)[0]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -384,11 +474,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--judge", default="offline", help="judge to evaluate (default: offline)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate only the first N rows")
+    parser.add_argument(
+        "--calibration",
+        action="store_true",
+        help="relevance files: also the expected calibration error (10 bins) and a reliability table",
+    )
+    parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
+    parser.add_argument("--judge-base-url", help="LLM judge endpoint (default: $RAGWATCH_JUDGE_BASE_URL)")
+    parser.add_argument("--judge-model", help="LLM judge model (default: $RAGWATCH_JUDGE_MODEL)")
     return parser
 
 
-def run(path: Path, judge_name: str = "offline", limit: int | None = None, show_progress: bool = True) -> dict:
-    """Load, detect the kind, evaluate; returns ``{"kind", "result", "rows", "seconds"}``."""
+def run(
+    path: Path,
+    judge_name: str = "offline",
+    limit: int | None = None,
+    show_progress: bool = True,
+    settings: Any = None,
+    calibration: bool = False,
+) -> dict:
+    """Load, detect the kind, evaluate; returns ``{"kind", "result", "rows", "seconds"}``.
+
+    ``settings`` (a :class:`~ragwatch.settings.Settings`) configures the judge; ``None`` reads them from the
+    environment. :class:`ConfigError` when the judge cannot be built from them.
+    """
     rows = load_rows(path, limit)
     kind = detect_kind(rows[0])
     check = _check_faithfulness_row if kind == "faithfulness" else _check_relevance_row
@@ -396,16 +505,28 @@ def run(path: Path, judge_name: str = "offline", limit: int | None = None, show_
         if detect_kind(row) != kind:
             raise EvalInputError(int(row["__line__"]), f"a {kind} file cannot mix in rows of another kind")
         check(row)
-    judge = _make_judge(judge_name)
-    started = time.perf_counter()
-    with _progress(len(rows), f"judging {path.name}", show_progress and len(rows) > 50) as advance:
-        if kind == "faithfulness":
-            result = evaluate_faithfulness(rows, judge, advance)
-        else:
-            if not hasattr(judge, "relevance"):
-                raise EvalInputError(0, f"judge {judge_name!r} has no relevance function")
-            result = evaluate_relevance(rows, judge, advance)
-    return {"kind": kind, "result": result, "rows": len(rows), "seconds": time.perf_counter() - started}
+    if calibration and kind != "relevance":
+        raise EvalInputError(0, "--calibration needs a relevance file (graded relevances against labels)")
+    if settings is None:
+        from .settings import load_settings
+
+        settings = load_settings()
+    judge = _make_judge(judge_name, settings)
+    try:
+        started = time.perf_counter()
+        with _progress(len(rows), f"judging {path.name}", show_progress and len(rows) > 50) as advance:
+            if kind == "faithfulness":
+                result = evaluate_faithfulness(rows, judge, advance)
+            else:
+                if not hasattr(judge, "relevance"):
+                    raise EvalInputError(0, f"judge {judge_name!r} has no relevance function")
+                result = evaluate_relevance(rows, judge, advance, calibration=calibration)
+        seconds = time.perf_counter() - started
+    finally:
+        close = getattr(judge, "close", None)
+        if callable(close):
+            close()
+    return {"kind": kind, "result": result, "rows": len(rows), "seconds": seconds}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -415,11 +536,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("ragwatch eval-judge: error: --limit must be at least 1", file=sys.stderr)
         return 2
     try:
-        outcome = run(args.file, args.judge, args.limit)
+        from .settings import load_settings
+
+        settings = load_settings(args.config_file, judge_base_url=args.judge_base_url, judge_model=args.judge_model)
+        outcome = run(args.file, args.judge, args.limit, settings=settings, calibration=args.calibration)
     except EvalInputError as exc:
         print(f"ragwatch eval-judge: error: {args.file}: {exc}", file=sys.stderr)
         return 2
-    except ConfigError as exc:  # an unknown --judge name
+    except ConfigError as exc:  # an unknown --judge name, settings that do not validate
         print(f"ragwatch eval-judge: error: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -72,6 +72,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def file_sha(path: Path) -> str:
     """A short content hash, recorded in the weight file so a retrain on other data is visible."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -83,6 +87,10 @@ def parse_args(description: str, weights_path: Path, argv: list[str] | None) -> 
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=weights_path)
     parser.add_argument("--dry-run", action="store_true", help="fit and report, do not write the weights")
+    parser.add_argument(
+        "--check", action="store_true", help="rebuild in memory; exit 1 unless the weight file is byte-identical"
+    )
+    parser.add_argument("--cache", action="store_true", help="cache extracted features under /tmp (iterating)")
     return parser.parse_args(argv)
 
 
@@ -91,8 +99,13 @@ def trained_by(script: str, args: argparse.Namespace) -> str:
 
 
 def write_weights(args: argparse.Namespace, weights: dict[str, Any]) -> int:
-    """Write the weight file unless ``--dry-run``; the scripts' exit code."""
+    """Write the weight file unless ``--dry-run``; with ``--check`` compare instead. The scripts' exit code."""
+    text = json.dumps(weights, indent=1, ensure_ascii=False) + "\n"
+    if getattr(args, "check", False):
+        same = args.out.exists() and args.out.read_text(encoding="utf-8") == text
+        print(f"{args.out}: {'rebuilds byte-identically' if same else 'DIFFERS from the rebuild'}")
+        return 0 if same else 1
     if not args.dry_run:
-        args.out.write_text(json.dumps(weights, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        args.out.write_text(text, encoding="utf-8")
         print(f"wrote {args.out}")
     return 0

@@ -14,13 +14,16 @@ import pytest
 from ragwatch.evaluate import (
     EvalInputError,
     detect_kind,
+    expected_calibration_error,
     load_rows,
     main,
     precision_recall_f1,
+    reliability_table,
     render_plain,
     roc_auc,
     row_to_sample,
 )
+from tests.openai_stub import OpenAIStub, chat_reply
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
@@ -53,6 +56,22 @@ def test_precision_recall_f1() -> None:
     assert (p, r) == (1.0, pytest.approx(2 / 3))
     assert f == pytest.approx(0.8)
     assert precision_recall_f1([True, False], [False, False]) == (0.0, 0.0, 0.0)
+
+
+def test_expected_calibration_error_on_a_constructed_example() -> None:
+    # bin 0.0-0.1: 4 scores of 0.05, 1 positive → |0.05 − 0.25| = 0.20, weight 4/10
+    # bin 0.7-0.8: 5 scores of 0.7 (0.7 lands in the 0.7 bin), 5 positives → |0.7 − 1.0| = 0.30, weight 5/10
+    # bin 0.9-1.0: a score of 1.0 (the last bin is closed), positive → 0, weight 1/10
+    labels = [True, False, False, False] + [True] * 5 + [True]
+    scores = [0.05] * 4 + [0.7] * 5 + [1.0]
+    assert expected_calibration_error(labels, scores) == pytest.approx(0.4 * 0.2 + 0.5 * 0.3)
+    table = reliability_table(labels, scores)
+    assert [b["n"] for b in table] == [4, 0, 0, 0, 0, 0, 0, 5, 0, 1]
+    assert table[0] == {"low": 0.0, "high": 0.1, "n": 4, "mean_score": 0.05, "positive_rate": 0.25}
+    assert table[1]["mean_score"] is None
+    # perfectly calibrated: scores equal to each bin's positive share
+    assert expected_calibration_error([True, False, True, False], [0.5] * 4) == pytest.approx(0.0)
+    assert expected_calibration_error([], []) is None
 
 
 # ------------------------------------------------------------------------------------------- input
@@ -153,6 +172,90 @@ def test_main_relevance_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert out["overall"]["n_questions"] == 2  # q3 has no relevant passage
     assert out["overall"]["map"] == out["overall"]["mrr"] == 1.0
     assert set(out["by_language"]) == {"en", "zh"}
+
+
+def test_main_relevance_calibration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    question = "How long is the Great Wall of China?"
+    rows = [
+        {"question": question, "passage": p, "relevant": y, "question_id": "q1", "language": "en"}
+        for p, y in [
+            ("The Great Wall of China is 21,196 km long.", True),
+            ("Bananas are rich in potassium.", False),
+            ("The Great Wall of China was built over centuries.", False),
+        ]
+    ]
+    path = write_jsonl(tmp_path / "rel.jsonl", rows)
+    assert main([str(path), "--json", "--calibration"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"overall", "by_language", "calibration"}  # the old keys unchanged, one new
+    cal = out["calibration"]["overall"]
+    assert cal["n"] == 3 and len(cal["bins"]) == 10 and sum(b["n"] for b in cal["bins"]) == 3
+    assert cal["positive_rate"] == pytest.approx(1 / 3, abs=1e-4)
+    assert 0.0 <= cal["ece"] <= 1.0
+    assert set(out["calibration"]["by_language"]) == {"en"}
+    assert main([str(path), "--calibration"]) == 0
+    text = capsys.readouterr().out
+    assert "ECE (10 bins)" in text and "relevant share" in text
+    faith = write_jsonl(tmp_path / "faith.jsonl", [faith_row(1, False)])
+    assert main([str(faith), "--calibration"]) == 2  # faithfulness is a share of claims, not a probability
+    assert "needs a relevance file" in capsys.readouterr().err
+
+
+def _llm_output(quote: str | None, verdict: str) -> dict:
+    claim = {"text": "the claim", "verdict": verdict, "chunk_id": "c1" if quote else None, "quote": quote}
+    return {"claims": [claim], "chunks": [{"id": "c1", "relevance": 1.0}], "answer_relevance": 1.0}
+
+
+@pytest.mark.parametrize("how", ["env", "flags"])
+def test_main_llm_judge_through_a_real_openai_protocol_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """``--judge llm`` builds its judge from the settings (env or flags) and talks HTTP to the endpoint."""
+    for name in ("RAGWATCH_JUDGE_BASE_URL", "RAGWATCH_JUDGE_MODEL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAGWATCH_JUDGE_API_KEY", "sk-test-key")
+    path = write_jsonl(tmp_path / "faith.jsonl", [faith_row(1, False), faith_row(2, True)])
+    with OpenAIStub() as stub:
+        stub.script(
+            chat_reply(_llm_output("is 120 meters long", "SUPPORTED")),
+            chat_reply(_llm_output(None, "UNSUPPORTED")),
+        )
+        args = [str(path), "--json", "--judge", "llm"]
+        if how == "env":
+            monkeypatch.setenv("RAGWATCH_JUDGE_BASE_URL", stub.url)
+            monkeypatch.setenv("RAGWATCH_JUDGE_MODEL", "judge-model")
+        else:
+            args += ["--judge-base-url", stub.url, "--judge-model", "judge-model"]
+        assert main(args) == 0, capsys.readouterr().err
+        assert len(stub.requests) == 2
+        assert {r.body["model"] for r in stub.requests} == {"judge-model"}
+        assert stub.requests[0].headers.get("authorization") == "Bearer sk-test-key"
+    out = json.loads(capsys.readouterr().out)
+    assert out["overall"] == {"n": 2, "precision": 1.0, "recall": 1.0, "f1": 1.0, "auc": 1.0}
+
+
+def test_main_cascade_judge_runs_with_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("RAGWATCH_JUDGE_API_KEY", "sk-test-key")
+    path = write_jsonl(tmp_path / "faith.jsonl", [faith_row(1, False), faith_row(2, True)])
+    with OpenAIStub() as stub:
+        stub.default = chat_reply(_llm_output(None, "UNSUPPORTED"))
+        monkeypatch.setenv("RAGWATCH_JUDGE_BASE_URL", stub.url)
+        monkeypatch.setenv("RAGWATCH_JUDGE_MODEL", "judge-model")
+        assert main([str(path), "--json", "--judge", "cascade"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["overall"]["n"] == 2
+
+
+def test_main_llm_judge_without_an_endpoint_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("RAGWATCH_JUDGE_BASE_URL", "RAGWATCH_JUDGE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    path = write_jsonl(tmp_path / "faith.jsonl", [faith_row(1, False)])
+    assert main([str(path), "--judge", "llm"]) == 2
+    assert "RAGWATCH_JUDGE_BASE_URL" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,7 @@ __all__ = [
     "RelevanceScorer",
     "analyse_candidates",
     "consensus",
+    "is_cjk_question",
     "type_match",
 ]
 
@@ -220,6 +221,12 @@ def _kind(question: str) -> str:
         if pattern.search(q):
             return kind
     return ""
+
+
+def is_cjk_question(question: str) -> bool:
+    """Whether the question is written in CJK script: the calibration has one intercept for those and one
+    for the rest, because base rates differ that much between the corpora (module docstring)."""
+    return _CJK_RE.search(question) is not None
 
 
 def type_match(question: str, text: str) -> float:
@@ -468,7 +475,7 @@ def _check_weights(weights: dict[str, Any]) -> None:
     ):
         raise ValueError("relevance features do not match this code")
     float(weights["calibration"]["scale"]), float(weights["calibration"]["gap"])
-    float(weights["calibration"]["intercept"])
+    float(weights["calibration"]["intercept"]), float(weights["calibration"].get("intercept_cjk", 0.0))
 
 
 class RelevanceScorer:
@@ -482,6 +489,7 @@ class RelevanceScorer:
         self._scale = float(weights["calibration"]["scale"])
         self._gap = float(weights["calibration"]["gap"])
         self._intercept = float(weights["calibration"]["intercept"])
+        self._intercept_cjk = float(weights["calibration"].get("intercept_cjk", self._intercept))
 
     def votes(self, cands: Candidates) -> list[float]:
         """First-stage relevance of each candidate, from its direct features alone (the consensus votes)."""
@@ -499,6 +507,7 @@ class RelevanceScorer:
         agree = consensus(cands.near, self.votes(cands))
         scores = [_dot(self._coef, [*fs, c]) for fs, c in zip(cands.features, agree, strict=True)]
         best = max(scores)
+        intercept = self._intercept_cjk if is_cjk_question(question or "") else self._intercept
         for i, s in zip(keep, scores, strict=True):
-            out[i] = sigmoid(self._intercept + self._scale * s + self._gap * (s - best))
+            out[i] = sigmoid(intercept + self._scale * s + self._gap * (s - best))
         return out
