@@ -95,12 +95,13 @@ def fit_listwise(
     return beta
 
 
-def fit_offset(z: np.ndarray, y: np.ndarray) -> float:
-    """The intercept b maximising the likelihood of ``y`` under sigmoid(b + z), slopes kept (Newton, 1-D)."""
+def fit_offset(z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> float:
+    """The intercept b maximising the (weighted) likelihood of ``y`` under sigmoid(b + z), slopes kept."""
     b = 0.0
+    w = np.ones(len(y)) if w is None else w
     for _ in range(100):
         p = 1.0 / (1.0 + np.exp(-np.clip(b + z, -30, 30)))
-        step = float((p - y).sum()) / max(float((p * (1 - p)).sum()), 1e-9)
+        step = float((w * (p - y)).sum()) / max(float((w * p * (1 - p)).sum()), 1e-9)
         b -= step
         if abs(step) < 1e-10:
             break
@@ -181,11 +182,14 @@ def _with_consensus(table: dict[str, Any], stage1: tuple[float, np.ndarray]) -> 
 
 
 def _calibration_inputs(table: dict[str, Any], score: np.ndarray) -> np.ndarray:
-    """The ranking score and its gap to the best score of the same question (0 for the best chunk)."""
+    """The ranking score, its gap to the best score of the same question (0 for the best chunk) and the log
+    of the list's length (the more candidates, the smaller the share of them that is relevant)."""
     gap = np.zeros(len(score))
+    size = np.zeros(len(score))
     for _, idx in table["questions"]:
         gap[idx] = score[idx] - score[idx].max()
-    return np.stack([score, gap], axis=1)
+        size[idx] = np.log(len(idx))
+    return np.stack([score, gap, size], axis=1)
 
 
 def fit_model(table: dict[str, Any], train: np.ndarray) -> dict[str, Any]:
@@ -203,25 +207,38 @@ def fit_model(table: dict[str, Any], train: np.ndarray) -> dict[str, Any]:
     _, coef = kit.sign_constrained(lambda xa: (0.0, fit_listwise(xa, y, lists, list_w)), x2, RELEVANCE_SIGNS)
     cal_x = _calibration_inputs(table, x2 @ coef)[rows]
     w_cal = _file_weights(table, rows, balance_classes=False)
-    _, cal = kit.sign_constrained(lambda xa: kit.fit_logistic(xa, y[rows], w_cal, l2=1e-3), cal_x, (1, 1))
-    model = {"stage1": (intercept1, coef1), "coef": coef, "scale": float(cal[0]), "gap": float(cal[1])}
+    _, cal = kit.sign_constrained(lambda xa: kit.fit_logistic(xa, y[rows], w_cal, l2=1e-3), cal_x, (1, 1, -1))
+    model = {
+        "stage1": (intercept1, coef1),
+        "coef": coef,
+        "scale": float(cal[0]),
+        "gap": float(cal[1]),
+        "log_size": float(cal[2]),
+    }
     return set_intercepts(table, train, model)
 
 
 def _calibration_logit(table: dict[str, Any], model: dict[str, Any]) -> np.ndarray:
     x2 = _with_consensus(table, model["stage1"])
-    return _calibration_inputs(table, x2 @ model["coef"]) @ np.array([model["scale"], model["gap"]])
+    slopes = np.array([model["scale"], model["gap"], model["log_size"]])
+    return _calibration_inputs(table, x2 @ model["coef"]) @ slopes
 
 
-def set_intercepts(table: dict[str, Any], rows: np.ndarray, model: dict[str, Any]) -> dict[str, Any]:
-    """The calibration's intercepts (CJK questions, the rest) on the rows where ``rows`` is true, the slopes
-    kept; a script without rows there keeps the other's intercept."""
+def set_intercepts(
+    table: dict[str, Any], rows: np.ndarray, model: dict[str, Any], equal_files: bool = True
+) -> dict[str, Any]:
+    """The calibration's intercepts (CJK questions, the rest) on the rows where ``rows`` is true, each file
+    weighing the same (WikiQA's 23,000 English rows must not set the intercept for RGB's English questions
+    alone; ``equal_files=False`` pools the rows instead), the slopes kept; a script without rows there keeps
+    the other's intercept."""
     z = _calibration_logit(table, model)
     out = dict(model)
     for key, mask in (("intercept", ~table["cjk"]), ("intercept_cjk", table["cjk"])):
         sel = rows & mask
         if sel.any():
-            out[key] = fit_offset(z[sel], table["y"][sel])
+            idx = np.nonzero(sel)[0]
+            w = _file_weights(table, idx, balance_classes=False) if equal_files else None
+            out[key] = fit_offset(z[idx], table["y"][idx], w)
     out.setdefault("intercept", out.get("intercept_cjk", 0.0))
     out.setdefault("intercept_cjk", out["intercept"])
     return out
@@ -240,6 +257,7 @@ def model_from_weights(weights: dict[str, Any]) -> dict[str, Any]:
         "coef": np.array(weights["coef"], dtype=float),
         "scale": float(cal["scale"]),
         "gap": float(cal["gap"]),
+        "log_size": float(cal.get("log_size", 0.0)),
         "intercept": float(cal["intercept"]),
         "intercept_cjk": float(cal.get("intercept_cjk", cal["intercept"])),
     }
@@ -358,9 +376,17 @@ def train(data: Path, folds: int, use_cache: bool) -> dict[str, Any]:
     worse = [n for n, d in report["cv_map_diff"].items() if d["map_diff"] < -2 * d["se"]]
     model = fit_model(table, np.ones(len(y), dtype=bool))
     dev = load_table(data, DEV_FILES, use_cache)
-    model = set_intercepts(dev, np.ones(len(dev["y"]), dtype=bool), model)
+    everything = np.ones(len(dev["y"]), dtype=bool)
+    pooled = set_intercepts(dev, everything, model, equal_files=False)
+    model = set_intercepts(dev, everything, model)
     dev_figs = figures(dev, predict_model(dev, model))
     _print("dev files (intercepts set here; nothing else)", dev_figs, figures(dev, predict_model(dev, base_model)))
+    pooled_figs = figures(dev, predict_model(dev, pooled))
+    print(
+        "  not shipped, for comparison: intercepts on the pooled dev rows (WikiQA sets the English one):",
+        ", ".join(f"{n} ECE {f['ece']:.3f}" for n, f in pooled_figs.items()),
+        f"(intercept {pooled['intercept']:+.3f}, CJK {pooled['intercept_cjk']:+.3f})",
+    )
     intercept1, coef1 = model["stage1"]
     print(f"    {'feature':22s} {'stage 1':>8s} {'ranking':>8s}")
     for i, name in enumerate(RELEVANCE_FEATURES):
@@ -368,7 +394,8 @@ def train(data: Path, folds: int, use_cache: bool) -> dict[str, Any]:
         print(f"    {name:22s} {s1} {model['coef'][i]:+8.3f}")
     print(
         f"    stage-1 intercept {intercept1:+.3f}; calibration {model['scale']:.3f} × score + {model['gap']:.3f}"
-        f" × (score − best of the list) + intercept {model['intercept']:+.3f} ({model['intercept_cjk']:+.3f} CJK)"
+        f" × (score − best of the list) {model['log_size']:+.3f} × ln(list length) + intercept"
+        f" {model['intercept']:+.3f} ({model['intercept_cjk']:+.3f} CJK)"
     )
     return {
         "worse_than_baseline": worse,
@@ -379,6 +406,7 @@ def train(data: Path, folds: int, use_cache: bool) -> dict[str, Any]:
             "calibration": {
                 "scale": round(model["scale"], 5),
                 "gap": round(model["gap"], 5),
+                "log_size": round(model["log_size"], 5),
                 "intercept": round(model["intercept"], 5),
                 "intercept_cjk": round(model["intercept_cjk"], 5),
             },

@@ -57,6 +57,7 @@ from typing import Any
 from ..retrieval_metrics import context_precision_mean
 from ..retrieval_metrics import context_precision_ranked as context_precision_rank_aware
 from ..sample import Sample, SampleChunk
+from .answer_relevance import answer_relevance
 from .base import (
     ANSWER_RELEVANCE,
     CONTEXT_RELEVANCE,
@@ -67,7 +68,7 @@ from .base import (
 )
 from .calibration import load_weights, sigmoid
 from .claims import Claim, mask_inline_code, split_claims
-from .relevance import RelevanceScorer, type_match
+from .relevance import RelevanceScorer
 from .text import (
     NumberMention,
     TextAnalysis,
@@ -757,24 +758,11 @@ class OfflineJudge:
         )
 
     def _answer_relevance(self, question: str, answer: str, analyses: list[ClaimAnalysis]) -> float:
-        """Does the answer address the question: question coverage, an answer-type cue, refusals low.
-
-        A refusal addresses the question (it is about it) but does not answer it: 0.2, not 0.
-        """
+        """Does the answer address the question (:mod:`ragwatch.judges.answer_relevance`); refusals low."""
         if not analyses:
             return 0.0
         share_refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses)
-        q_set = set(content_tokens(question))
-        if not q_set:
-            base = 0.7
-        else:
-            a_set = set(content_tokens(answer))
-            cov = sum(token_prior(t) for t in q_set & a_set) / sum(token_prior(t) for t in q_set)
-            type_ok = type_match(question, answer)
-            base = 0.5 + 0.35 * min(1.0, cov / 0.6) + 0.15 * type_ok
-            if len(analyses) <= 2 and not share_refusal:  # a short direct answer rarely repeats the question
-                base = max(base, 0.75)
-        return round(min(1.0, (1 - share_refusal) * base + share_refusal * 0.2), 4)
+        return answer_relevance(question, answer, share_refusal)
 
 
 def claim_labels(claims: Iterable[Claim], spans: Sequence[Sequence[int]]) -> list[bool]:

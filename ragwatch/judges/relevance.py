@@ -476,6 +476,7 @@ def _check_weights(weights: dict[str, Any]) -> None:
         raise ValueError("relevance features do not match this code")
     float(weights["calibration"]["scale"]), float(weights["calibration"]["gap"])
     float(weights["calibration"]["intercept"]), float(weights["calibration"].get("intercept_cjk", 0.0))
+    float(weights["calibration"].get("log_size", 0.0))
 
 
 class RelevanceScorer:
@@ -490,6 +491,7 @@ class RelevanceScorer:
         self._gap = float(weights["calibration"]["gap"])
         self._intercept = float(weights["calibration"]["intercept"])
         self._intercept_cjk = float(weights["calibration"].get("intercept_cjk", self._intercept))
+        self._log_size = float(weights["calibration"].get("log_size", 0.0))
 
     def votes(self, cands: Candidates) -> list[float]:
         """First-stage relevance of each candidate, from its direct features alone (the consensus votes)."""
@@ -508,6 +510,7 @@ class RelevanceScorer:
         scores = [_dot(self._coef, [*fs, c]) for fs, c in zip(cands.features, agree, strict=True)]
         best = max(scores)
         intercept = self._intercept_cjk if is_cjk_question(question or "") else self._intercept
+        intercept += self._log_size * math.log(len(keep))
         for i, s in zip(keep, scores, strict=True):
             out[i] = sigmoid(intercept + self._scale * s + self._gap * (s - best))
         return out

@@ -1,0 +1,182 @@
+"""Measure the offline judge's answer relevance on a labelled set built from the dev files by construction.
+
+Usage (from the project root, with the shared data next to it)::
+
+    python scripts/eval_answer_relevance.py [--data ../shared/data] [--json]
+
+Nothing is fitted here, and nothing is stored: the set is rebuilt from ``../shared/data/`` at every run.
+Answer relevance has no learned weights (its caps are set a priori, :mod:`ragwatch.judges.answer_relevance`).
+
+How the set is built (every question of the sources below, deduplicated on question and answer):
+
+* **sources** — the faithful answers of ``faithfulness/rgb_zh_en_dev.jsonl`` (short answers, English and
+  Chinese), the faithful QA answers of ``faithfulness/ragtruth_dev.jsonl`` (long English answers) and the
+  relevant sentences of ``relevance/wikiqa_dev.jsonl`` (one Wikipedia sentence answering the question);
+* **relevant** — each question with its own answer;
+* **other question** (not relevant) — each question with the answer of the most similar *other* question of
+  the same source and language (most shared content words): same topic, another question;
+* **year changed** (not relevant) — a question that names a year, with its own answer in which that year is
+  replaced by the year before ("2024年" → "2023年");
+* **other attribute** (not relevant) — a "when" or "how many/much" question with the answer of the most
+  similar other question that is not of that kind (a place for a date, a name for a number).
+
+Reported per construction and language: ROC-AUC of relevant vs that kind of negative, and accuracy at the
+0.85 health threshold of ``answer_relevance`` (relevant ≥ 0.85, not relevant below), for the shipped
+checks and, on the same rows, for the coverage heuristic they replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import trainkit as kit
+
+from ragwatch.evaluate import roc_auc
+from ragwatch.judges.answer_relevance import answer_relevance
+from ragwatch.judges.offline import OfflineJudge
+from ragwatch.judges.relevance import _kind, type_match
+from ragwatch.judges.text import content_tokens, token_prior
+from ragwatch.sample import Sample
+
+THRESHOLD = 0.85
+_YEAR_RE = re.compile(r"(?<!\d)(1[6-9]\d\d|20\d\d)(?!\d)")
+
+
+def legacy_answer_relevance(question: str, answer: str, n_claims: int, share_refusal: float) -> float:
+    """The heuristic before the checks (coverage, an answer-type cue, short answers high), for comparison."""
+    if not n_claims:
+        return 0.0
+    q_set = set(content_tokens(question))
+    if not q_set:
+        base = 0.7
+    else:
+        a_set = set(content_tokens(answer))
+        cov = sum(token_prior(t) for t in q_set & a_set) / sum(token_prior(t) for t in q_set)
+        base = 0.5 + 0.35 * min(1.0, cov / 0.6) + 0.15 * type_match(question, answer)
+        if n_claims <= 2 and not share_refusal:
+            base = max(base, 0.75)
+    return round(min(1.0, (1 - share_refusal) * base + share_refusal * 0.2), 4)
+
+
+def sources(data: Path) -> list[dict[str, str]]:
+    """(source, language, question, answer) of every relevant pair, deduplicated."""
+    out: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(source: str, language: str, question: str, answer: str) -> None:
+        key = (question.strip(), answer.strip())
+        if question.strip() and answer.strip() and key not in seen:
+            seen.add(key)
+            out.append({"source": source, "language": language, "question": question, "answer": answer})
+
+    for row in kit.read_jsonl(data / "faithfulness/rgb_zh_en_dev.jsonl"):
+        if not row["label_hallucinated"]:
+            add("rgb", row["language"], row["question"], row["answer"])
+    for row in kit.read_jsonl(data / "faithfulness/ragtruth_dev.jsonl"):
+        if row["task_type"] == "QA" and not row["label_hallucinated"]:
+            add("ragtruth", row["language"], row["question"], row["answer"])
+    for row in kit.read_jsonl(data / "relevance/wikiqa_dev.jsonl"):
+        if row["relevant"]:
+            add("wikiqa", row["language"], row["question"], row["passage"])
+    return out
+
+
+def _most_similar(i: int, pairs: list[dict[str, str]], toks: list[set[str]], ok: Any) -> int | None:
+    """The other question (same source and language, another question text) sharing most content words."""
+    best, best_j = 0.0, None
+    for j, other in enumerate(pairs):
+        if j == i or other["question"] == pairs[i]["question"] or not ok(other):
+            continue
+        if other["source"] != pairs[i]["source"] or other["language"] != pairs[i]["language"]:
+            continue
+        shared = len(toks[i] & toks[j]) / (len(toks[i] | toks[j]) or 1)
+        if shared > best:
+            best, best_j = shared, j
+    return best_j
+
+
+def build(data: Path) -> list[dict[str, Any]]:
+    pairs = sources(data)
+    toks = [set(content_tokens(p["question"])) for p in pairs]
+    rows: list[dict[str, Any]] = []
+    for i, p in enumerate(pairs):
+        base = {"source": p["source"], "language": p["language"], "question": p["question"]}
+        rows.append({**base, "answer": p["answer"], "relevant": True, "kind": "relevant"})
+        j = _most_similar(i, pairs, toks, lambda o: True)
+        if j is not None and pairs[j]["answer"] != p["answer"]:
+            rows.append({**base, "answer": pairs[j]["answer"], "relevant": False, "kind": "other question"})
+        years = set(_YEAR_RE.findall(p["question"])) & set(_YEAR_RE.findall(p["answer"]))
+        if years:
+            changed = p["answer"]
+            for y in sorted(years):
+                changed = re.sub(rf"(?<!\d){y}(?!\d)", str(int(y) - 1), changed)
+            rows.append({**base, "answer": changed, "relevant": False, "kind": "year changed"})
+        kind = _kind(p["question"])
+        if kind in ("date", "number"):
+            j = _most_similar(i, pairs, toks, lambda o, k=kind: _kind(o["question"]) != k)
+            if j is not None:
+                rows.append({**base, "answer": pairs[j]["answer"], "relevant": False, "kind": "other attribute"})
+    return rows
+
+
+def score(rows: list[dict[str, Any]]) -> None:
+    judge = OfflineJudge()
+    for i, row in enumerate(rows):
+        sample = Sample(str(i), "eval", row["question"], row["answer"], [], 0.0)
+        analyses = judge.analyse(sample)
+        refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses) if analyses else 0.0
+        row["new"] = answer_relevance(row["question"], row["answer"], refusal) if analyses else 0.0
+        row["old"] = legacy_answer_relevance(row["question"], row["answer"], len(analyses), refusal)
+
+
+def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row["kind"] != "relevant":
+            for lang in (row["language"], "all"):
+                cells[(row["kind"], lang)].append(row)
+    positives = {
+        lang: [r for r in rows if r["relevant"] and lang in (r["language"], "all")] for lang in ("en", "zh", "all")
+    }
+    for (kind, lang), negs in sorted(cells.items()):
+        pos = positives[lang]
+        entry: dict[str, Any] = {"relevant": len(pos), "not_relevant": len(negs)}
+        for model in ("new", "old"):
+            labels = [True] * len(pos) + [False] * len(negs)
+            scores = [r[model] for r in pos] + [r[model] for r in negs]
+            auc = roc_auc(labels, scores)
+            correct = sum(1 for r in pos if r[model] >= THRESHOLD) + sum(1 for r in negs if r[model] < THRESHOLD)
+            entry[model] = {"auc": None if auc is None else round(auc, 3), "accuracy": round(correct / len(labels), 3)}
+        out[f"{kind}/{lang}"] = entry
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=kit.ROOT.parent / "shared" / "data")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = build(args.data)
+    score(rows)
+    result = report(rows)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=1))
+        return 0
+    print(f"{len(rows)} rows ({sum(r['relevant'] for r in rows)} relevant); threshold {THRESHOLD}")
+    print(f"  {'negatives/language':24s} {'pos':>5s} {'neg':>5s}  {'AUC new | old':>15s}  {'acc new | old':>15s}")
+    for name, e in result.items():
+        auc = f"{e['new']['auc']:.3f} | {e['old']['auc']:.3f}"
+        acc = f"{e['new']['accuracy']:.3f} | {e['old']['accuracy']:.3f}"
+        print(f"  {name:24s} {e['relevant']:5d} {e['not_relevant']:5d}  {auc:>15s}  {acc:>15s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Answer relevance of the offline judge: the core-entity, asked-attribute and time-constraint checks, in
+English and Chinese, each with a right answer that must stay relevant (the 0.85 health threshold)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragwatch.judges.answer_relevance import answer_relevance, check_answer
+from ragwatch.judges.offline import OfflineJudge
+from tests.conftest import judge_sample as make
+
+THRESHOLD = 0.85  # settings' health threshold of answer_relevance
+
+
+@pytest.fixture(scope="module")
+def judge() -> OfflineJudge:
+    return OfflineJudge()
+
+
+def scored(judge: OfflineJudge, question: str, answer: str) -> float:
+    return judge.score(make(question, answer, ["Some retrieved context."])).scores["answer_relevance"]
+
+
+CASES = [
+    # (question, right answer, wrong answer): the wrong one fails exactly one check
+    pytest.param(
+        "What was Tesla's revenue in 2024?",
+        "Tesla's revenue in 2024 was $97.7 billion.",
+        "Tesla's revenue in 2023 was $96.8 billion.",
+        id="time-en",
+    ),
+    pytest.param(
+        "2024款特斯拉Model 3的续航是多少？",
+        "2024款特斯拉Model 3的续航为606公里。",
+        "2023款特斯拉Model 3的续航为556公里。",
+        id="time-zh-model-year",
+    ),
+    pytest.param(
+        "When was the Eiffel Tower completed?",
+        "The Eiffel Tower was completed in March 1889.",
+        "The Eiffel Tower was completed by the engineering company of Gustave Eiffel.",
+        id="attribute-date-en",
+    ),
+    pytest.param(
+        "How many employees does the Springfield plant have?",
+        "The Springfield plant has 1,200 employees.",
+        "The Springfield plant employs workers from the whole region around the river.",
+        id="attribute-number-en",
+    ),
+    pytest.param(
+        "长城有多长？", "长城全长约21196千米。", "长城位于中国北方，是古代的军事防御工程。", id="attribute-number-zh"
+    ),
+    pytest.param(
+        "What does the warranty of the Aurora X2 headphones cover?",
+        "The Aurora X2 warranty covers manufacturing defects for two years, but not water damage.",
+        "The Borealis Pro warranty covers manufacturing defects for two years, but not water damage.",
+        id="entity-en",
+    ),
+    pytest.param(
+        "《三体》的作者获得过哪些奖项？",
+        "《三体》的作者刘慈欣获得过雨果奖和银河奖。",
+        "《流浪地球》的作者获得过多项科幻文学奖项和银河奖。",
+        id="entity-zh-title",
+    ),
+]
+
+
+@pytest.mark.parametrize(("question", "right", "wrong"), CASES)
+def test_a_failed_check_reads_not_relevant_and_the_right_answer_stays(
+    judge: OfflineJudge, question: str, right: str, wrong: str
+) -> None:
+    assert scored(judge, question, right) >= THRESHOLD
+    assert scored(judge, question, wrong) < THRESHOLD
+
+
+def test_checks_report_what_applies() -> None:
+    checks = check_answer("When was the Eiffel Tower completed?", "Paris.")
+    assert checks.short and checks.names_entity is None  # a short answer is not asked to name the entity
+    assert checks.answers_attribute is False and checks.respects_time is None
+    long_answer = "According to the statistics office, the GDP of France in 2024 was about 2.9 trillion euros."
+    checks = check_answer("What was the GDP of France in 2024?", long_answer)
+    assert checks.names_entity and checks.respects_time and checks.answers_attribute is None
+    # a year in the question and none in the answer: no time check (the answer may simply not repeat it)
+    assert check_answer("2019年军运会在哪个城市举办", "武汉").respects_time is None
+
+
+def test_refusals_and_empty_answers_read_low(judge: OfflineJudge) -> None:
+    assert answer_relevance("Who wrote Hamlet?", "") == 0.0
+    assert answer_relevance("Who wrote Hamlet?", "William Shakespeare.", share_refusal=1.0) == pytest.approx(0.2)
+    assert scored(judge, "Who wrote Hamlet?", "I don't know.") < THRESHOLD
+    assert scored(judge, "Who wrote Hamlet?", "William Shakespeare wrote Hamlet.") >= THRESHOLD
