@@ -9,7 +9,12 @@ Two kinds of file are recognised by their fields (see the data README of the pro
   ROC-AUC of ``1 − faithfulness``, overall, per ``task_type`` and per ``language``.
 * **relevance** rows (``question, passage, relevant, question_id, language``): passages are grouped by
   question, scored with the judge's graded relevance, ranked; reported: MAP and MRR (over questions with at
-  least one relevant passage) and the ROC-AUC of the relevance scores, overall and per language.
+  least one relevant passage) and the ROC-AUC of the relevance scores, overall and per language; with
+  ``--calibration`` also the expected calibration error (10 bins) and a reliability table, because a
+  relevance is averaged into Context Precision@K and compared with an SLA, so it must read as a probability.
+
+The judge is built from the settings (environment, ``--config-file``, ``--judge-base-url``/``--judge-model``)
+exactly as a worker builds it, so an LLM judge or the cascade is measured on the same files.
 
 Labels are read only to score the judge, never shown to it. A malformed line stops the run with its line
 number (exit 2), not a traceback. The metric helpers are pure functions, tested on hand-computed cases.

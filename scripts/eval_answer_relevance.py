@@ -40,7 +40,7 @@ import trainkit as kit
 from ragwatch.evaluate import roc_auc
 from ragwatch.judges.answer_relevance import answer_relevance
 from ragwatch.judges.offline import OfflineJudge
-from ragwatch.judges.relevance import _kind, type_match
+from ragwatch.judges.relevance import question_kind, type_match
 from ragwatch.judges.text import content_tokens, token_prior
 from ragwatch.sample import Sample
 
@@ -117,9 +117,9 @@ def build(data: Path) -> list[dict[str, Any]]:
             for y in sorted(years):
                 changed = re.sub(rf"(?<!\d){y}(?!\d)", str(int(y) - 1), changed)
             rows.append({**base, "answer": changed, "relevant": False, "kind": "year changed"})
-        kind = _kind(p["question"])
+        kind = question_kind(p["question"])
         if kind in ("date", "number"):
-            j = _most_similar(i, pairs, toks, lambda o, k=kind: _kind(o["question"]) != k)
+            j = _most_similar(i, pairs, toks, lambda o, k=kind: question_kind(o["question"]) != k)
             if j is not None:
                 rows.append({**base, "answer": pairs[j]["answer"], "relevant": False, "kind": "other attribute"})
     return rows

@@ -3,6 +3,7 @@ contract, and (when the shared data is present) the measured ranking quality the
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -180,6 +181,22 @@ def test_calibration_intercept_follows_the_script_of_the_question(tmp_path: Path
     assert all(b < c for b, c in zip(base.score("长城有多长？", texts), cjk.score("长城有多长？", texts), strict=True))
     english = ["The Great Wall is 21,196 km long.", "Bananas are rich in potassium."]
     assert base.score("How long is the Great Wall?", english) == cjk.score("How long is the Great Wall?", english)
+
+
+def test_weights_check_mode_compares_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--check`` (both training scripts): exit 0 only when the rebuild equals the file byte for byte."""
+    spec = importlib.util.spec_from_file_location("trainkit", Path(__file__).parent.parent / "scripts" / "trainkit.py")
+    assert spec is not None and spec.loader is not None
+    kit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kit)
+    out = tmp_path / "w.json"
+    args = kit.parse_args("test", out, ["--check"])
+    assert kit.write_weights(args, {"a": 1}) == 1  # no file yet
+    kit.write_weights(kit.parse_args("test", out, []), {"a": 1, "note": "ü"})
+    assert kit.write_weights(args, {"a": 1, "note": "ü"}) == 0
+    assert kit.write_weights(args, {"a": 2, "note": "ü"}) == 1
+    assert json.loads(out.read_text(encoding="utf-8")) == {"a": 1, "note": "ü"}  # --check never writes
+    assert "DIFFERS" in capsys.readouterr().out
 
 
 def test_unusable_weights_fall_back_to_defaults(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .relevance import _kind
+from .relevance import question_kind
 from .text import content_tokens, entity_tokens, token_prior
 
 __all__ = ["AnswerChecks", "answer_relevance", "check_answer"]
@@ -94,7 +94,7 @@ def check_answer(question: str, answer: str) -> AnswerChecks:
     entities = _entities(question)
     if entities and not short:
         names_entity = any(e & a_toks for e in entities)
-    kind = _kind(question)
+    kind = question_kind(question)
     answers_attribute: bool | None = None
     if kind == "date":
         answers_attribute = _DATE_RE.search(answer) is not None

@@ -21,17 +21,20 @@ The judge always scores a *list* of chunks retrieved for one question, and every
    share (the topic) gets none. A chunk's consensus is the mean support (capped at one vote) of the ten
    best-supported words that it contains.
 3. A **linear score** of all features, fitted to rank each question's candidates (a conditional logit,
-   every weight constrained to its sensible sign), and a **calibration** to 0..1 (0.5: the boundary between
-   relevant and not) from the score and its gap to the best score of the list: the best chunk of a list of
-   fair chunks reads as relevant even though chunks of a list rarely differ by much in absolute terms, and a
-   chunk far below the list's best reads low.
+   every weight constrained to its sensible sign), and a **calibration** to a probability of relevance from
+   the score, its gap to the best score of the list (the best chunk of a list of fair chunks reads as
+   relevant even though chunks of a list rarely differ by much in absolute terms, and a chunk far below the
+   list's best reads low) and the log of the list's length (the more candidates, the smaller the share that
+   is relevant). The intercept is a base rate, and base rates differ a lot between corpora and languages,
+   so there are two: one for questions written in CJK script, one for the rest.
 
 Words are compared as roots: the shared stemmer's output with a derivational suffix removed and cut to five
 letters, so "produced", "production" and "producer" meet (the claims check keeps the stricter stems).
 
-The weights live in ``relevance_weights.json``, fitted by ``scripts/train_relevance.py`` on labelled
-(question, passage) pairs; the file also records grouped k-fold out-of-fold figures next to the in-sample
-ones. Context Precision@K follows from these relevances (:mod:`ragwatch.retrieval_metrics`).
+The weights live in ``relevance_weights.json``, fitted by ``scripts/train_relevance.py`` on the training
+corpus (``train/relevance/``), only the two calibration intercepts set on the dev files; the file records
+its grouped cross-validation and leave-one-dataset-out figures. Context Precision@K follows from these
+relevances (:mod:`ragwatch.retrieval_metrics`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ __all__ = [
     "analyse_candidates",
     "consensus",
     "is_cjk_question",
+    "question_kind",
     "type_match",
 ]
 
@@ -214,7 +218,7 @@ _HOW_Q_RE = re.compile(
 _HOW_A_RE = re.compile(r"\b(?:by|through|using|via|when|process|formed|caused|made)\b|通过|利用|方法", re.I)
 
 
-def _kind(question: str) -> str:
+def question_kind(question: str) -> str:
     """What the question asks for: "date", "number", "person", "place" or "" (anything else)."""
     q = question.lower()
     for kind, pattern in _KINDS:
@@ -231,7 +235,7 @@ def is_cjk_question(question: str) -> bool:
 
 def type_match(question: str, text: str) -> float:
     """1 when the question asks for a date/number/person/place and the text has one; 0 otherwise."""
-    kind = _kind(question)
+    kind = question_kind(question)
     return 1.0 if kind and _TYPE_IN_TEXT[kind].search(text) else 0.0
 
 
@@ -336,7 +340,7 @@ def analyse_candidates(
         cdf = sum(1 for t in texts if c in t)
         char_idf[c] = max(0.25, math.log(1.0 + (n - cdf + 0.5) / (cdf + 0.5)))
     char_total = math.fsum(char_idf.values())
-    kind = _kind(question)
+    kind = question_kind(question)
     asks_measure = _MEASURE_Q_RE.search(question) is not None
     asks_list = _LIST_Q_RE.search(question) is not None
     asks_definition = _DEFINITION_Q_RE.search(question) is not None
