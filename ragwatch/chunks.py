@@ -153,7 +153,20 @@ def _read_mapping(item: Mapping[str, Any], rank: int) -> tuple[str, str, float |
         if value is not None:
             score = _score(value)
             break
+    else:
+        if metadata:  # a serialised LangChain Document: {"page_content", "metadata": {"score": ...}}
+            score = _metadata_score(metadata)
     return chunk_id, text, score, metadata
+
+
+def _metadata_score(metadata: Mapping[str, Any]) -> float | None:
+    """A score kept in the metadata, where LangChain puts it: a ``Document`` has no score field, so vector
+    stores' relevance-score wrappers and rerankers (Cohere's ``relevance_score``) write it there."""
+    for key in _SCORE_KEYS:
+        value = metadata.get(key)
+        if value is not None:
+            return _score(value)
+    return None
 
 
 def _read_object(item: Any, rank: int) -> tuple[str, str, float | None, Mapping[str, Any]]:
@@ -166,7 +179,9 @@ def _read_object(item: Any, rank: int) -> tuple[str, str, float | None, Mapping[
         chunk_id = (
             _str_id(getattr(item, "id", None)) or _first_id(metadata, _METADATA_ID_KEYS) or content_id(page_content)
         )
-        return chunk_id, page_content, None, metadata
+        # Vector stores and rerankers put the score in the metadata (``similarity_search_with_relevance_scores``
+        # wrappers, Cohere's ``relevance_score``); a Document has no score field of its own.
+        return chunk_id, page_content, _metadata_score(metadata) if metadata else None, metadata
 
     # LlamaIndex NodeWithScore: the score lives on the wrapper, everything else on the wrapped node.
     node = getattr(item, "node", None)

@@ -130,6 +130,7 @@ class ModelChildren:
         "add_reported",
         "cached",
         "cost",
+        "cost_est",
         "input",
         "input_est",
         "output",
@@ -144,13 +145,14 @@ class ModelChildren:
         self.cached = m.tokens.labels(service, model, "cached_input", "reported")
         self.output = m.tokens.labels(service, model, "output", "reported")
         self.output_est = m.tokens.labels(service, model, "output", "estimated")
-        self.cost = m.cost.labels(service, model)
+        self.cost = m.cost.labels(service, model, "reported")
+        self.cost_est = m.cost.labels(service, model, "estimated")
         self.ttft = m.ttft.labels(service, model)
         self.unpriced = m.unpriced.labels(service, model)
         #: add_reported(input, output, cached_input, cost) and add_estimated(input, output, cost): one call
         #: per LLM call for all its counters.
         self.add_reported = adder(self.input, self.output, self.cached, self.cost)
-        self.add_estimated = adder(self.input_est, self.output_est, self.cost)
+        self.add_estimated = adder(self.input_est, self.output_est, self.cost_est)
 
 
 class CaptureMetrics:
@@ -186,8 +188,8 @@ class CaptureMetrics:
         )
         self.cost = counter(
             COST,
-            "Estimated LLM spend in US dollars from the pricing table.",
-            ["service", "model"],
+            "LLM spend in US dollars from the pricing table; source says priced from reported or estimated tokens.",
+            ["service", "model", "source"],
             registry,
         )
         self.retrieved_chunks = histogram(

@@ -114,7 +114,11 @@ def extract_usage(response: Any) -> Usage | None:
     ``None`` (rather than zeros) lets the caller fall back to :func:`estimate_tokens` and mark the result as
     estimated, instead of recording a free call.
     """
-    return _parse_usage(_get(response, "usage"))
+    usage = _get(response, "usage")
+    if usage is None:
+        # LangChain messages: AIMessage.usage_metadata (input_tokens already count cache reads).
+        return _parse_langchain_usage(_get(response, "usage_metadata"))
+    return _parse_usage(usage)
 
 
 def read_response(response: Any) -> tuple[str, Usage | None, str | None]:
@@ -138,6 +142,12 @@ def read_response(response: Any) -> tuple[str, Usage | None, str | None]:
 def extract_model(response: Any) -> str | None:
     """Return the model name the provider says answered; it can differ from the one requested (aliases)."""
     model = _get(response, "model")
+    if model is None:
+        # LangChain messages carry the provider's model id in response_metadata (model_name for OpenAI,
+        # model for Anthropic and Ollama).
+        metadata = _get(response, "response_metadata")
+        if metadata is not None:
+            model = _get(metadata, "model_name") or _get(metadata, "model")
     return model if isinstance(model, str) and model else None
 
 
@@ -226,6 +236,13 @@ class StreamAccumulator:
                 return self._feed_anthropic(etype, event)
             if "." in etype:
                 return self._feed_dotted(etype, event)
+            if etype == "chunk":
+                # openai-python's ChatCompletionStream repeats each raw chunk as a "chunk" event beside its
+                # "content.delta": the text is counted there, the model and usage (last chunk) here.
+                chunk = _get(event, "chunk")
+                self._take_model(_get(chunk, "model"))
+                self._take_usage(_parse_usage(_get(chunk, "usage")))
+                return False
             if etype == "text" and _get(event, "snapshot") is not None:
                 # Anthropic's MessageStream helper repeats every text delta as a "text" event that carries a
                 # snapshot; the raw content_block_delta beside it was already counted.
@@ -364,6 +381,19 @@ def _parse_usage(usage: Any) -> Usage | None:
 
     # OpenAI Responses API: input_tokens already include cached ones.
     cached = _count(_get(_get(usage, "input_tokens_details"), "cached_tokens")) or 0
+    return Usage(input_tokens, output_tokens, min(cached, input_tokens))
+
+
+def _parse_langchain_usage(usage: Any) -> Usage | None:
+    """LangChain's ``UsageMetadata``: ``input_tokens`` is the whole prompt whatever the provider (LangChain
+    folds Anthropic's cache reads and writes in), ``input_token_details.cache_read`` the cached part."""
+    if usage is None:
+        return None
+    input_tokens = _count(_get(usage, "input_tokens"))
+    output_tokens = _count(_get(usage, "output_tokens"))
+    if input_tokens is None or output_tokens is None:
+        return None
+    cached = _count(_get(_get(usage, "input_token_details"), "cache_read")) or 0
     return Usage(input_tokens, output_tokens, min(cached, input_tokens))
 
 

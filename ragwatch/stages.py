@@ -77,7 +77,8 @@ def question_of(args: tuple, kwargs: dict | None) -> str | None:
 
 
 def is_stream(value: Any) -> bool:
-    """An iterator the host will consume after the call returns (a generator, an SDK stream object).
+    """An iterator the host will consume after the call returns (a generator, an SDK stream object or
+    stream manager).
 
     Cached per type: this runs on every wrapped call, and two failed ``hasattr`` lookups cost more than
     a dictionary hit. Bounded, in case a host generates classes.
@@ -86,7 +87,15 @@ def is_stream(value: Any) -> bool:
     try:
         found = _STREAM_TYPES.get(cls)
         if found is None:
-            found = hasattr(cls, "__next__") or hasattr(cls, "__anext__")
+            found = (
+                hasattr(cls, "__next__")
+                or hasattr(cls, "__anext__")
+                # SDK stream managers (openai's `.stream()`, anthropic's): the stream opens on `with`
+                or (
+                    cls.__name__.endswith("StreamManager")
+                    and (hasattr(cls, "__enter__") or hasattr(cls, "__aenter__"))
+                )
+            )
             if len(_STREAM_TYPES) < 512:
                 _STREAM_TYPES[cls] = found
     except Exception:  # a class whose metaclass raises on lookup or hashing: not a stream we can follow

@@ -15,6 +15,7 @@ An LLM stream is consumed after the decorated function has returned, often in an
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from types import AsyncGeneratorType, GeneratorType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,10 +25,198 @@ __all__ = ["AsyncStream", "SyncStream", "proxy_stream"]
 
 
 def proxy_stream(stream: Any, call: Call) -> Any:
-    """Wrap ``stream`` (sync or async iterator) so ``call`` sees its items and its end."""
-    if hasattr(type(stream), "__anext__"):
+    """Wrap ``stream`` (sync or async iterator, or an SDK stream manager) so ``call`` sees its items and end.
+
+    An SDK stream object (``openai.Stream``, ``anthropic.AsyncStream``, a ``…StreamManager``) is observed in
+    place instead: the host gets the very object back, so ``isinstance(s, openai.Stream)`` and every
+    method of it keep working. Generators and classes that cannot take it get the transparent proxy.
+    """
+    cls = type(stream)
+    if cls not in _PROXY_ONLY:
+        observed = _observe_in_place(stream, call)
+        if observed is not None:
+            return observed
+    if hasattr(cls, "__anext__"):
         return AsyncStream(stream, call)
-    return SyncStream(stream, call)
+    if hasattr(cls, "__next__"):
+        return SyncStream(stream, call)
+    call.finish(None, None)  # a stream manager that cannot be observed: its latency so far, nothing else
+    return stream
+
+
+_PROXY_ONLY: set[type] = {GeneratorType, AsyncGeneratorType}
+#: host class -> its observing subclass (None: the class cannot take one).
+_OBSERVED: dict[type, type | None] = {}
+
+
+def _observe_in_place(stream: Any, call: Call) -> Any:
+    """Give ``stream`` an observing subclass of its own class; None when that is not possible."""
+    cls = type(stream)
+    try:
+        sub = _OBSERVED[cls]
+    except KeyError:
+        sub = _observing_class(cls)
+        if len(_OBSERVED) < 256:
+            _OBSERVED[cls] = sub
+    if sub is None:
+        return None
+    if sub is cls:  # already observed (a stream handed through two watched functions): keep the first call
+        return stream
+    try:
+        stream.__dict__[_CALL] = call
+        stream.__class__ = sub
+    except (AttributeError, TypeError):
+        _PROXY_ONLY.add(cls)
+        return None
+    return stream
+
+
+_CALL = "_ragwatch_call"
+
+
+def _observing_class(cls: type) -> type | None:
+    if any(issubclass(cls, m) for m in _MIXINS):
+        return cls
+    if hasattr(cls, "__anext__"):
+        mixin: type = _AsyncObserved
+    elif hasattr(cls, "__next__"):
+        mixin = _SyncObserved
+    elif hasattr(cls, "__aenter__"):
+        mixin = _AsyncManagerObserved
+    elif hasattr(cls, "__enter__"):
+        mixin = _SyncManagerObserved
+    else:
+        return None
+    try:
+        return type(cls.__name__, (mixin, cls), {"__module__": cls.__module__, "__slots__": ()})
+    except TypeError:  # a final class, or a layout that cannot be extended
+        return None
+
+
+class _SyncObserved:
+    """Mixed in before an SDK's sync stream class: each item goes by the call, the end finishes it."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Any:
+        return self  # the SDKs' own __iter__ reads their inner iterator directly, past __next__
+
+    def __next__(self) -> Any:
+        call = self.__dict__[_CALL]
+        try:
+            item = super().__next__()  # type: ignore[misc]
+        except StopIteration:
+            call.finish(None, None)
+            raise
+        except BaseException as exc:
+            call.finish(None, exc)
+            raise
+        call.on_item(item)
+        return item
+
+    def close(self) -> Any:
+        try:
+            return super().close()  # type: ignore[misc]
+        finally:
+            self.__dict__[_CALL].finish(None, GeneratorExit())
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        call = self.__dict__[_CALL]
+        if exc_info[1] is not None:
+            call.finish(None, exc_info[1])
+        try:
+            return super().__exit__(*exc_info)  # type: ignore[misc]
+        finally:
+            call.finish(None, GeneratorExit())
+
+
+class _AsyncObserved:
+    """The async twin of :class:`_SyncObserved`."""
+
+    __slots__ = ()
+
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> Any:
+        call = self.__dict__[_CALL]
+        try:
+            item = await super().__anext__()  # type: ignore[misc]
+        except StopAsyncIteration:
+            call.finish(None, None)
+            raise
+        except BaseException as exc:
+            call.finish(None, exc)
+            raise
+        call.on_item(item)
+        return item
+
+    async def close(self) -> Any:
+        try:
+            return await super().close()  # type: ignore[misc]
+        finally:
+            self.__dict__[_CALL].finish(None, GeneratorExit())
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        call = self.__dict__[_CALL]
+        if exc_info[1] is not None:
+            call.finish(None, exc_info[1])
+        try:
+            return await super().__aexit__(*exc_info)  # type: ignore[misc]
+        finally:
+            call.finish(None, GeneratorExit())
+
+
+class _SyncManagerObserved:
+    """Mixed in before a stream manager (``client.chat.completions.stream(...)``): the stream it opens on
+    ``with`` is observed by the same call."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Any:
+        call = self.__dict__[_CALL]
+        try:
+            stream = super().__enter__()  # type: ignore[misc]
+        except BaseException as exc:
+            call.finish(None, exc)
+            raise
+        return proxy_stream(stream, call)
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        call = self.__dict__[_CALL]
+        if exc_info[1] is not None:
+            call.finish(None, exc_info[1])
+        try:
+            return super().__exit__(*exc_info)  # type: ignore[misc]
+        finally:
+            call.finish(None, GeneratorExit())
+
+
+class _AsyncManagerObserved:
+    """The async twin of :class:`_SyncManagerObserved`."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> Any:
+        call = self.__dict__[_CALL]
+        try:
+            stream = await super().__aenter__()  # type: ignore[misc]
+        except BaseException as exc:
+            call.finish(None, exc)
+            raise
+        return proxy_stream(stream, call)
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        call = self.__dict__[_CALL]
+        if exc_info[1] is not None:
+            call.finish(None, exc_info[1])
+        try:
+            return await super().__aexit__(*exc_info)  # type: ignore[misc]
+        finally:
+            call.finish(None, GeneratorExit())
+
+
+_MIXINS = (_SyncObserved, _AsyncObserved, _SyncManagerObserved, _AsyncManagerObserved)
 
 
 class _Proxy:

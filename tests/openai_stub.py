@@ -26,7 +26,18 @@ from typing import Any
 
 import orjson
 
-__all__ = ["OpenAIStub", "Recorded", "Reply", "chat_reply", "raw_reply", "status_reply"]
+__all__ = [
+    "OpenAIStub",
+    "Recorded",
+    "Reply",
+    "chat_reply",
+    "raw_reply",
+    "responses_reply",
+    "responses_stream_reply",
+    "status_reply",
+    "stream_reply",
+    "usage_chat_reply",
+]
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,123 @@ def chat_reply(
     return Reply(200, orjson.dumps(payload), {"Content-Type": "application/json"}, delay)
 
 
+def _usage(input_tokens: int, output_tokens: int, cached_tokens: int) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "prompt_tokens": input_tokens,
+        "completion_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+    }
+    if cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return usage
+
+
+def usage_chat_reply(
+    content: str, *, input_tokens: int, output_tokens: int, cached_tokens: int = 0, model: str = "stub-model"
+) -> Reply:
+    """A chat completion whose usage reports ``cached_tokens`` of the prompt served from the cache."""
+    payload = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": _usage(input_tokens, output_tokens, cached_tokens),
+    }
+    return Reply(200, orjson.dumps(payload), {"Content-Type": "application/json"})
+
+
+def stream_reply(
+    deltas: list[str],
+    *,
+    input_tokens: int | None = None,
+    output_tokens: int = 0,
+    cached_tokens: int = 0,
+    model: str = "stub-model",
+) -> Reply:
+    """A streamed chat completion (server-sent events), one chunk per delta; with ``input_tokens`` a final
+    chunk with empty choices carries the usage, as OpenAI sends for ``stream_options.include_usage``."""
+    base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0, "model": model}
+    chunks: list[dict[str, Any]] = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+    ]
+    chunks += [{**base, "choices": [{"index": 0, "delta": {"content": d}, "finish_reason": None}]} for d in deltas]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if input_tokens is not None:
+        chunks.append({**base, "choices": [], "usage": _usage(input_tokens, output_tokens, cached_tokens)})
+    return _sse([orjson.dumps(c) for c in chunks] + [b"[DONE]"])
+
+
+def responses_reply(
+    text: str, *, input_tokens: int, output_tokens: int, cached_tokens: int = 0, model: str = "stub-model"
+) -> Reply:
+    """A Responses API (``POST /responses``) reply with one output message."""
+    return Reply(200, orjson.dumps(_response(text, input_tokens, output_tokens, cached_tokens, model)), _JSON)
+
+
+def responses_stream_reply(
+    deltas: list[str], *, input_tokens: int, output_tokens: int, cached_tokens: int = 0, model: str = "stub-model"
+) -> Reply:
+    """A streamed Responses API reply: created, one ``response.output_text.delta`` per delta, completed."""
+    done = _response("".join(deltas), input_tokens, output_tokens, cached_tokens, model)
+    created = {**done, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "sequence_number": 0, "response": created}]
+    for i, d in enumerate(deltas, 1):
+        events.append(
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": i,
+                "item_id": "msg-stub",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": d,
+                "logprobs": [],
+            }
+        )
+    events.append({"type": "response.completed", "sequence_number": len(deltas) + 1, "response": done})
+    return _sse([orjson.dumps(e) for e in events], named=[e["type"] for e in events])
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def _response(text: str, input_tokens: int, output_tokens: int, cached_tokens: int, model: str) -> dict[str, Any]:
+    return {
+        "id": "resp-stub",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": model,
+        "output": [
+            {
+                "type": "message",
+                "id": "msg-stub",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": cached_tokens},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+def _sse(payloads: list[bytes], named: list[str] | None = None) -> Reply:
+    lines = []
+    for i, data in enumerate(payloads):
+        event = f"event: {named[i]}\n".encode() if named and i < len(named) else b""
+        lines.append(event + b"data: " + data + b"\n\n")
+    return Reply(200, b"".join(lines), {"Content-Type": "text/event-stream"})
+
+
 def status_reply(
     status: int, *, message: str = "stub error", headers: Mapping[str, str] | None = None, delay: float = 0.0
 ) -> Reply:
@@ -91,7 +219,8 @@ _UNSCRIPTED = status_reply(418, message="openai stub: no scripted reply for this
 
 
 class OpenAIStub:
-    """A ``ThreadingHTTPServer`` in a daemon thread answering ``POST …/chat/completions`` from a script."""
+    """A ``ThreadingHTTPServer`` in a daemon thread answering ``POST …/chat/completions`` (and
+    ``…/responses``) from a script."""
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
@@ -177,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
             # Leave the in-flight count *before* answering: once the client has the response it may send the
             # next request, which must never overlap this one in the count.
             self.stub._done()
-        if not self.path.endswith("/chat/completions"):
+        if not self.path.endswith(("/chat/completions", "/responses")):
             reply = status_reply(404, message=f"no route {self.path}")
         with contextlib.suppress(OSError):  # the client gave up (timeout) and closed the socket
             self.send_response(reply.status)

@@ -102,7 +102,10 @@ def test_sync_pipeline_spans_metrics_and_run(
     assert sample(registry, tokens, service="svc", model=model, kind="cached_input", source="reported") == 400
     assert sample(registry, tokens, service="svc", model=model, kind="output", source="reported") == 100
     cost = expected_cost(model, 1000, 100, 400)
-    assert sample(registry, "ragwatch_cost_usd_total", service="svc", model=model) == pytest.approx(cost)
+    assert sample(registry, "ragwatch_cost_usd_total", service="svc", model=model, source="reported") == pytest.approx(
+        cost
+    )
+    assert sample(registry, "ragwatch_cost_usd_total", service="svc", model=model, source="estimated") == 0
 
     (run,) = runs
     assert run.question == "How much for hotels?"
@@ -153,6 +156,10 @@ async def test_async_pipeline(any_rw: ragwatch.RagWatch, registry: CollectorRegi
     )
     assert est == 5 * ragwatch.responses.estimate_tokens("plain text answer")
     assert all(r.usage is not None and r.usage.estimated for r in runs)
+    # ...and so is their cost: billed and guessed spend are separate series
+    cost = sample(registry, "ragwatch_cost_usd_total", service="svc", model="gpt-4o-mini", source="estimated")
+    assert cost == pytest.approx(sum(r.cost_usd or 0.0 for r in runs)) and cost > 0
+    assert sample(registry, "ragwatch_cost_usd_total", service="svc", model="gpt-4o-mini", source="reported") == 0
 
 
 def openai_chunks(words: list[str]) -> list[Any]:
@@ -519,7 +526,8 @@ def test_unknown_model_counts_unpriced_and_warns_once(
         for _ in range(3):
             call()
     assert sample(registry, "ragwatch_unpriced_calls_total", service="svc", model="in-house-llm-7b") == 3
-    assert sample(registry, "ragwatch_cost_usd_total", service="svc", model="in-house-llm-7b") == 0
+    for source in ("reported", "estimated"):
+        assert sample(registry, "ragwatch_cost_usd_total", service="svc", model="in-house-llm-7b", source=source) == 0
     assert len([r for r in caplog.records if "in-house-llm-7b" in r.getMessage()]) == 1
 
 
@@ -537,7 +545,8 @@ def test_pricing_override_from_settings(registry: CollectorRegistry) -> None:
 
     call()
     # 1000 * 1.0 / 1e6 + 500 * 2.0 / 1e6
-    assert sample(registry, "ragwatch_cost_usd_total", service="svc", model="in-house-llm-7b") == pytest.approx(0.002)
+    cost = sample(registry, "ragwatch_cost_usd_total", service="svc", model="in-house-llm-7b", source="reported")
+    assert cost == pytest.approx(0.002)
 
 
 def test_context_managers(rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans) -> None:
