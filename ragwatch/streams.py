@@ -60,10 +60,11 @@ def _observe_in_place(stream: Any, call: Call) -> Any:
             _OBSERVED[cls] = sub
     if sub is None:
         return None
-    if sub is cls:  # already observed (a stream handed through two watched functions): keep the first call
+    if sub is cls:  # handed through a second watched function (an LLM call returned by a pipeline)
+        stream.__dict__[_CALL].add(call)
         return stream
     try:
-        stream.__dict__[_CALL] = call
+        stream.__dict__[_CALL] = _Calls(call)
         stream.__class__ = sub
     except (AttributeError, TypeError):
         _PROXY_ONLY.add(cls)
@@ -74,37 +75,90 @@ def _observe_in_place(stream: Any, call: Call) -> Any:
 _CALL = "_ragwatch_call"
 
 
+class _Calls:
+    """The calls observing one stream object, innermost first — the order nested proxies finish in."""
+
+    __slots__ = ("calls",)
+    active = False  # a proxy around an entered stream must not switch contexts for these calls
+
+    def __init__(self, call: Call | _Calls) -> None:
+        self.calls = [call]
+
+    def add(self, call: Call | _Calls) -> None:
+        self.calls.append(call)
+
+    def on_item(self, item: Any) -> None:
+        for call in self.calls:
+            call.on_item(item)
+
+    def finish(self, result: Any, exc: BaseException | None) -> None:
+        for call in self.calls:
+            call.finish(result, exc)
+
+
 def _observing_class(cls: type) -> type | None:
-    if any(issubclass(cls, m) for m in _MIXINS):
+    """A subclass of ``cls`` whose iteration, close and exit also drive the call kept on the instance.
+
+    Its methods call ``cls``'s own through closures rather than ``super()`` in a mixin: a mixin base in
+    front of the SDK class changes the instance layout, and ``__class__`` assignment refuses that.
+    """
+    if getattr(cls, "_ragwatch_observed", False):
         return cls
     if hasattr(cls, "__anext__"):
-        mixin: type = _AsyncObserved
+        namespace = _async_stream_methods(cls)
     elif hasattr(cls, "__next__"):
-        mixin = _SyncObserved
+        namespace = _sync_stream_methods(cls)
     elif hasattr(cls, "__aenter__"):
-        mixin = _AsyncManagerObserved
+        namespace = _async_manager_methods(cls)
     elif hasattr(cls, "__enter__"):
-        mixin = _SyncManagerObserved
+        namespace = _sync_manager_methods(cls)
     else:
         return None
+    namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __slots__=(), _ragwatch_observed=True)
     try:
-        return type(cls.__name__, (mixin, cls), {"__module__": cls.__module__, "__slots__": ()})
-    except TypeError:  # a final class, or a layout that cannot be extended
+        return type(cls.__name__, (cls,), namespace)
+    except TypeError:  # a final class
         return None
 
 
-class _SyncObserved:
-    """Mixed in before an SDK's sync stream class: each item goes by the call, the end finishes it."""
+def _exit_method(base_exit: Any) -> Any:
+    def __exit__(self: Any, *exc_info: Any) -> Any:
+        call = self.__dict__[_CALL]
+        if exc_info[1] is not None:
+            call.finish(None, exc_info[1])
+        try:
+            return base_exit(self, *exc_info)
+        finally:
+            call.finish(None, GeneratorExit())
 
-    __slots__ = ()
+    return __exit__
 
-    def __iter__(self) -> Any:
+
+def _aexit_method(base_aexit: Any) -> Any:
+    async def __aexit__(self: Any, *exc_info: Any) -> Any:
+        call = self.__dict__[_CALL]
+        if exc_info[1] is not None:
+            call.finish(None, exc_info[1])
+        try:
+            return await base_aexit(self, *exc_info)
+        finally:
+            call.finish(None, GeneratorExit())
+
+    return __aexit__
+
+
+def _sync_stream_methods(cls: type) -> dict[str, Any]:
+    base_next = cls.__next__  # type: ignore[attr-defined]
+    base_close = getattr(cls, "close", None)
+    base_exit = getattr(cls, "__exit__", None)
+
+    def __iter__(self: Any) -> Any:
         return self  # the SDKs' own __iter__ reads their inner iterator directly, past __next__
 
-    def __next__(self) -> Any:
+    def __next__(self: Any) -> Any:
         call = self.__dict__[_CALL]
         try:
-            item = super().__next__()  # type: ignore[misc]
+            item = base_next(self)
         except StopIteration:
             call.finish(None, None)
             raise
@@ -114,34 +168,33 @@ class _SyncObserved:
         call.on_item(item)
         return item
 
-    def close(self) -> Any:
-        try:
-            return super().close()  # type: ignore[misc]
-        finally:
-            self.__dict__[_CALL].finish(None, GeneratorExit())
+    methods: dict[str, Any] = {"__iter__": __iter__, "__next__": __next__}
+    if base_close is not None:
 
-    def __exit__(self, *exc_info: Any) -> Any:
-        call = self.__dict__[_CALL]
-        if exc_info[1] is not None:
-            call.finish(None, exc_info[1])
-        try:
-            return super().__exit__(*exc_info)  # type: ignore[misc]
-        finally:
-            call.finish(None, GeneratorExit())
+        def close(self: Any) -> Any:
+            try:
+                return base_close(self)
+            finally:
+                self.__dict__[_CALL].finish(None, GeneratorExit())
+
+        methods["close"] = close
+    if base_exit is not None:
+        methods["__exit__"] = _exit_method(base_exit)
+    return methods
 
 
-class _AsyncObserved:
-    """The async twin of :class:`_SyncObserved`."""
+def _async_stream_methods(cls: type) -> dict[str, Any]:
+    base_anext = cls.__anext__  # type: ignore[attr-defined]
+    base_close = getattr(cls, "close", None)
+    base_aexit = getattr(cls, "__aexit__", None)
 
-    __slots__ = ()
-
-    def __aiter__(self) -> Any:
+    def __aiter__(self: Any) -> Any:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self: Any) -> Any:
         call = self.__dict__[_CALL]
         try:
-            item = await super().__anext__()  # type: ignore[misc]
+            item = await base_anext(self)
         except StopAsyncIteration:
             call.finish(None, None)
             raise
@@ -151,72 +204,52 @@ class _AsyncObserved:
         call.on_item(item)
         return item
 
-    async def close(self) -> Any:
-        try:
-            return await super().close()  # type: ignore[misc]
-        finally:
-            self.__dict__[_CALL].finish(None, GeneratorExit())
+    methods: dict[str, Any] = {"__aiter__": __aiter__, "__anext__": __anext__}
+    if base_close is not None:
 
-    async def __aexit__(self, *exc_info: Any) -> Any:
+        async def close(self: Any) -> Any:
+            try:
+                result = base_close(self)
+                return (await result) if hasattr(result, "__await__") else result
+            finally:
+                self.__dict__[_CALL].finish(None, GeneratorExit())
+
+        methods["close"] = close
+    if base_aexit is not None:
+        methods["__aexit__"] = _aexit_method(base_aexit)
+    return methods
+
+
+def _sync_manager_methods(cls: type) -> dict[str, Any]:
+    """A stream manager (``client.chat.completions.stream(...)``): the stream it opens on ``with`` is
+    observed by the same call."""
+    base_enter = cls.__enter__  # type: ignore[attr-defined]
+
+    def __enter__(self: Any) -> Any:
         call = self.__dict__[_CALL]
-        if exc_info[1] is not None:
-            call.finish(None, exc_info[1])
         try:
-            return await super().__aexit__(*exc_info)  # type: ignore[misc]
-        finally:
-            call.finish(None, GeneratorExit())
-
-
-class _SyncManagerObserved:
-    """Mixed in before a stream manager (``client.chat.completions.stream(...)``): the stream it opens on
-    ``with`` is observed by the same call."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> Any:
-        call = self.__dict__[_CALL]
-        try:
-            stream = super().__enter__()  # type: ignore[misc]
+            stream = base_enter(self)
         except BaseException as exc:
             call.finish(None, exc)
             raise
         return proxy_stream(stream, call)
 
-    def __exit__(self, *exc_info: Any) -> Any:
-        call = self.__dict__[_CALL]
-        if exc_info[1] is not None:
-            call.finish(None, exc_info[1])
-        try:
-            return super().__exit__(*exc_info)  # type: ignore[misc]
-        finally:
-            call.finish(None, GeneratorExit())
+    return {"__enter__": __enter__, "__exit__": _exit_method(cls.__exit__)}  # type: ignore[attr-defined]
 
 
-class _AsyncManagerObserved:
-    """The async twin of :class:`_SyncManagerObserved`."""
+def _async_manager_methods(cls: type) -> dict[str, Any]:
+    base_aenter = cls.__aenter__  # type: ignore[attr-defined]
 
-    __slots__ = ()
-
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self: Any) -> Any:
         call = self.__dict__[_CALL]
         try:
-            stream = await super().__aenter__()  # type: ignore[misc]
+            stream = await base_aenter(self)
         except BaseException as exc:
             call.finish(None, exc)
             raise
         return proxy_stream(stream, call)
 
-    async def __aexit__(self, *exc_info: Any) -> Any:
-        call = self.__dict__[_CALL]
-        if exc_info[1] is not None:
-            call.finish(None, exc_info[1])
-        try:
-            return await super().__aexit__(*exc_info)  # type: ignore[misc]
-        finally:
-            call.finish(None, GeneratorExit())
-
-
-_MIXINS = (_SyncObserved, _AsyncObserved, _SyncManagerObserved, _AsyncManagerObserved)
+    return {"__aenter__": __aenter__, "__aexit__": _aexit_method(cls.__aexit__)}  # type: ignore[attr-defined]
 
 
 class _Proxy:

@@ -142,15 +142,27 @@ def responses_reply(
 def responses_stream_reply(
     deltas: list[str], *, input_tokens: int, output_tokens: int, cached_tokens: int = 0, model: str = "stub-model"
 ) -> Reply:
-    """A streamed Responses API reply: created, one ``response.output_text.delta`` per delta, completed."""
+    """A streamed Responses API reply: created, the output item and part opening, one
+    ``response.output_text.delta`` per delta, completed."""
     done = _response("".join(deltas), input_tokens, output_tokens, cached_tokens, model)
     created = {**done, "status": "in_progress", "output": [], "usage": None}
-    events: list[dict[str, Any]] = [{"type": "response.created", "sequence_number": 0, "response": created}]
-    for i, d in enumerate(deltas, 1):
+    item = {"type": "message", "id": "msg-stub", "status": "in_progress", "role": "assistant", "content": []}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": created},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {
+            "type": "response.content_part.added",
+            "item_id": "msg-stub",
+            "output_index": 0,
+            "content_index": 0,
+            "part": part,
+        },
+    ]
+    for d in deltas:
         events.append(
             {
                 "type": "response.output_text.delta",
-                "sequence_number": i,
                 "item_id": "msg-stub",
                 "output_index": 0,
                 "content_index": 0,
@@ -158,7 +170,9 @@ def responses_stream_reply(
                 "logprobs": [],
             }
         )
-    events.append({"type": "response.completed", "sequence_number": len(deltas) + 1, "response": done})
+    events.append({"type": "response.completed", "response": done})
+    for i, event in enumerate(events):
+        event["sequence_number"] = i
     return _sse([orjson.dumps(e) for e in events], named=[e["type"] for e in events])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +29,17 @@ def require_binary(name: str) -> str:
             pytest.fail(f"{name} is required in CI (scripts/test.sh installs it)")
         pytest.skip(f"{name} not installed")
     return path
+
+
+def require_package(name: str) -> Any:
+    """Import an optional framework a test needs; skip locally when absent, fail under CI (the ``test``
+    extra installs it there)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name} is required in CI (pip install -e .[test] installs it)")
+        pytest.skip(f"{name} not installed")
 
 
 class RedisServer:

@@ -315,7 +315,7 @@ def test_stream_closed_early_counts_as_cancelled(any_rw: ragwatch.RagWatch, regi
     next(stream)
     stream.close()
     stream.close()  # idempotent
-    assert stream._stream.closed
+    assert isinstance(stream, SdkStream) and stream.closed  # the SDK's own object, observed in place
     assert stage_count(registry, "generate", "cancelled") == 1
     assert stage_count(registry, "generate", "ok") == 0
 
