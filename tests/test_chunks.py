@@ -311,3 +311,19 @@ def test_non_iterable_result_raises() -> None:
         normalize_chunks(12)
     with pytest.raises(ChunkError, match="no text"):
         normalize_chunks({"answer": "not a chunk"})
+
+
+@pytest.mark.parametrize(
+    ("metadata", "score"),
+    [({"score": 0.8}, 0.8), ({"relevance_score": 0.3}, 0.3), ({"similarity": 1}, 1.0), ({"source": "x"}, None)],
+)
+def test_langchain_document_score_lives_in_its_metadata(metadata: dict[str, Any], score: float | None) -> None:
+    """A LangChain Document has no score field: vector stores and rerankers (Cohere's ``relevance_score``)
+    write it into the metadata, and chunk_scores and the degraded score floor need it."""
+    langchain = pytest.importorskip("langchain_core.documents")
+    for doc in (Document("t", metadata), langchain.Document("t", metadata=metadata)):
+        assert normalize_chunk(doc, 1).score == score
+    # the same as JSON (a serialised Document)
+    assert normalize_chunk({"page_content": "t", "metadata": metadata}, 1).score == score
+    # a score beside the text wins over one in the metadata
+    assert normalize_chunk({"text": "t", "score": 0.5, "metadata": metadata}, 1).score == 0.5

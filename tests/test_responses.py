@@ -19,6 +19,7 @@ from ragwatch.responses import (
     extract_model,
     extract_text,
     extract_usage,
+    read_response,
 )
 
 
@@ -450,3 +451,40 @@ def test_text_can_be_read_mid_stream() -> None:
 def test_accumulator_is_slotted() -> None:
     with pytest.raises(AttributeError):
         StreamAccumulator().other = 1  # type: ignore[attr-defined]
+
+
+def test_langchain_message_usage_and_model() -> None:
+    """AIMessage.usage_metadata (input_tokens include the cache reads) and response_metadata's model id."""
+    usage = {
+        "input_tokens": 1200,
+        "output_tokens": 7,
+        "total_tokens": 1207,
+        "input_token_details": {"cache_read": 1024},
+    }
+    as_dict = {"content": "600 CNY.", "usage_metadata": usage, "response_metadata": {"model_name": "gpt-4o-mini"}}
+    as_object = ns(as_dict)
+    for message in (as_dict, as_object):
+        assert read_response(message) == ("600 CNY.", Usage(1200, 7, 1024), "gpt-4o-mini")
+    anthropic_style = {
+        "content": "x",
+        "usage_metadata": {"input_tokens": 3, "output_tokens": 1},
+        "response_metadata": {"model": "claude-x"},
+    }
+    assert read_response(anthropic_style) == ("x", Usage(3, 1, 0), "claude-x")
+    assert extract_usage({"content": "x", "usage_metadata": {"input_tokens": -1, "output_tokens": 1}}) is None
+
+
+def test_openai_stream_helper_chunk_events_carry_usage() -> None:
+    """openai-python's ChatCompletionStream: text in "content.delta", model and usage in "chunk" events."""
+    acc = StreamAccumulator()
+    events = [
+        {"type": "chunk", "chunk": chat_chunk("Hi", role="assistant"), "snapshot": {}},
+        {"type": "content.delta", "delta": "Hi", "snapshot": "Hi"},
+        {
+            "type": "chunk",
+            "chunk": {"model": "m", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 1}},
+        },
+        {"type": "content.done", "content": "Hi"},
+    ]
+    assert [acc.feed(e) for e in events] == [False, True, False, False]
+    assert acc.text == "Hi" and acc.usage == Usage(9, 1) and acc.model == "m"
