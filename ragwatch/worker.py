@@ -32,6 +32,7 @@ import orjson
 
 from .diagnosis import Thresholds, diagnose
 from .errors import QueueError, QueueFullError
+from .evaluation_events import EvaluationEvents
 from .judges.base import Judge
 from .metrics import WorkerMetrics
 from .queue import Entry, Queue
@@ -64,6 +65,7 @@ class ScoreRecord:
     reason: str
     diagnosis: str
     tags: dict[str, str] = field(default_factory=dict)  # force_sample tags: the report's per-tag slices
+    span_id: str | None = None  # the sampled request's span: evaluation events are parented to it
 
 
 class Worker:
@@ -85,7 +87,10 @@ class Worker:
         limits: Limits | None = None,
         max_sample_bytes: int = 1_000_000,
         stall_seconds: float | None = None,
+        evaluation_events: EvaluationEvents | None = None,
     ) -> None:
+        """``evaluation_events`` emits each recorded score as a ``gen_ai.evaluation.result`` event on the
+        judged request's trace; by default through the global LoggerProvider (off until one is set)."""
         self.queue = queue
         self.judges = list(judges)
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
@@ -102,6 +107,7 @@ class Worker:
         #: /livez fails after this long without the loop turning or a sample finishing (None: derived from
         #: the read timeout and maintenance interval; an LLM judge needs its worst case here).
         self.stall_seconds = stall_seconds
+        self.evaluation_events = evaluation_events or EvaluationEvents(thresholds=self.thresholds)
         self.processed = 0
         self.reached = False  # the queue answered at least once (``ragwatch worker`` exits 1 otherwise)
         self.ready = False
@@ -265,6 +271,7 @@ class Worker:
                 for metric, value in record.scores.items():
                     self._m.scores.labels(service, metric).observe(value)
                 self._m.diagnoses.labels(service, record.diagnosis).inc()
+            self.evaluation_events.emit_record(record)  # scores next to traces; never raises
         if shed:
             self._shed(shed)
         self.queue.ack([entry.id for (entry, _, _), new in zip(scored, fresh, strict=True) if new is not None])
@@ -340,6 +347,7 @@ class Worker:
             reason=sample.reason,
             diagnosis=diagnose(scores, relevances, self.thresholds),
             tags=dict(sample.tags),
+            span_id=sample.span_id,
         )
 
     def _failed(self, entry: Entry, exc: Exception) -> None:
