@@ -102,7 +102,9 @@ class RagwatchSpanProcessor(SpanProcessor):
         context = span.context
         if context is None:
             return
-        attrs = span.attributes or {}
+        # One copy into a plain dict: the SDK's attribute mapping answers a missing key with a raised
+        # KeyError, and the dialect probes below mostly miss.
+        attrs = dict(span.attributes) if span.attributes else {}
         kind = _kind(attrs)
         trace_id = context.trace_id
         parent = span.parent
