@@ -7,8 +7,9 @@ batches, each request timed on its own with ``time.perf_counter_ns``:
 ``LCEL chain`` / ``+ RagwatchCallbackHandler``
     A langchain-core LCEL chain — ``{"context": retriever | join, "question": passthrough} | prompt |
     GenericFakeChatModel | StrOutputParser`` with a ``BaseRetriever`` returning three scored ``Document``s
-    and a fake chat model reporting usage — invoked bare, then with the handler in ``config`` (metrics
-    only, and tracing + metrics).
+    and a fake chat model reporting usage — invoked bare, with a handler that does nothing (what LangChain's
+    callback machinery costs for any handler), then with ragwatch's handler in ``config`` (metrics only,
+    and tracing + metrics).
 ``OTel spans`` / ``+ RagwatchSpanProcessor``
     One request as an OpenInference-instrumented service traces it — a CHAIN root, a RETRIEVER span with
     three documents and an LLM span with model, token counts and the answer — through an SDK
@@ -41,6 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchcommon import print_table, source_fingerprint
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
@@ -72,6 +74,12 @@ MESSAGE = AIMessage(
 class Retriever(BaseRetriever):
     def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
         return DOCS
+
+
+class NoopHandler(BaseCallbackHandler):
+    """Any handler at all: LangChain then runs its callback machinery for every step of the chain."""
+
+    run_inline = True
 
 
 class DropExporter(SpanExporter):
@@ -119,10 +127,16 @@ def chain_variants() -> list[Variant]:
         | model
         | StrOutputParser()
     )
+    noop = {"callbacks": [NoopHandler()]}
     metrics_only = {"callbacks": [RagwatchCallbackHandler(watch(False))]}
     traced = {"callbacks": [RagwatchCallbackHandler(watch(True, provider()))]}
     return [
         Variant("LCEL chain, bare", "langchain", lambda: chain.invoke("How much for hotels?"), baseline=True),
+        Variant(
+            "+ a no-op handler (LangChain's own cost)",
+            "langchain",
+            lambda: chain.invoke("How much for hotels?", config=noop),
+        ),
         Variant(
             "+ handler, metrics only", "langchain", lambda: chain.invoke("How much for hotels?", config=metrics_only)
         ),
