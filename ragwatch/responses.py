@@ -315,10 +315,40 @@ class StreamAccumulator:
 # --------------------------------------------------------------------------------------------- internals
 
 
-# type -> "is it a Mapping?". isinstance against the Mapping ABC costs several times a dict lookup, and _get
-# runs a handful of times per stream event on the same few SDK classes. Bounded in case of generated classes.
-_IS_MAPPING: dict[type, bool] = {}
+# type -> how _get reads it: 1 a Mapping (isinstance against the ABC costs several times a dict lookup),
+# 2 a pydantic v2 model, 0 anything else. _get runs a handful of times per stream event on the same few SDK
+# classes. Bounded in case of generated classes.
+_IS_MAPPING: dict[type, int] = {}
 _IS_MAPPING_LIMIT = 256
+#: (pydantic class, name) -> is ``name`` a class attribute (a property, a method)?
+_CLASS_HAS: dict[tuple[type, str], bool] = {}
+
+
+def _kind_of(obj: Any, cls: type) -> int:
+    if isinstance(obj, Mapping):
+        return 1
+    fields = getattr(cls, "__pydantic_fields__", None)
+    return 2 if isinstance(fields, dict) and isinstance(getattr(obj, "__dict__", None), dict) else 0
+
+
+def _get_pydantic(obj: Any, cls: type, name: str) -> Any:
+    """An attribute of a pydantic model without ``getattr``'s miss path: pydantic answers a missing name
+    by raising from ``__getattr__``, some 10 µs per probe, and LangChain messages and OpenAI responses are
+    probed for names they lack. Looks where pydantic looks: fields in ``__dict__``, properties and methods
+    on the class, extra fields in ``__pydantic_extra__``."""
+    d = obj.__dict__
+    if name in d:
+        return d[name]
+    key = (cls, name)
+    has = _CLASS_HAS.get(key)
+    if has is None:
+        has = any(name in vars(base) for base in cls.__mro__)
+        if len(_CLASS_HAS) < 4096:
+            _CLASS_HAS[key] = has
+    if has:
+        return getattr(obj, name, None)
+    extra = getattr(obj, "__pydantic_extra__", None)
+    return extra.get(name) if type(extra) is dict else None
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -329,12 +359,16 @@ def _get(obj: Any, name: str) -> Any:
     cls = type(obj)
     if cls is dict:
         return obj.get(name)
-    is_mapping = _IS_MAPPING.get(cls)
-    if is_mapping is None:
-        is_mapping = isinstance(obj, Mapping)
+    kind = _IS_MAPPING.get(cls)
+    if kind is None:
+        kind = _kind_of(obj, cls)
         if len(_IS_MAPPING) < _IS_MAPPING_LIMIT:
-            _IS_MAPPING[cls] = is_mapping
-    return obj.get(name) if is_mapping else getattr(obj, name, None)
+            _IS_MAPPING[cls] = kind
+    if kind == 1:
+        return obj.get(name)
+    if kind == 2:
+        return _get_pydantic(obj, cls, name)
+    return getattr(obj, name, None)
 
 
 def _count(value: Any) -> int | None:

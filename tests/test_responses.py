@@ -488,3 +488,23 @@ def test_openai_stream_helper_chunk_events_carry_usage() -> None:
     ]
     assert [acc.feed(e) for e in events] == [False, True, False, False]
     assert acc.text == "Hi" and acc.usage == Usage(9, 1) and acc.model == "m"
+
+
+def test_pydantic_models_are_read_like_getattr_without_its_miss_path() -> None:
+    """Fields, properties and extra fields of pydantic models (OpenAI SDK objects, LangChain messages)."""
+    from pydantic import BaseModel, ConfigDict
+
+    class Reply(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        content: str
+        model: str | None = None
+
+        @property
+        def output_text(self) -> str:
+            return "from the property"
+
+    reply = Reply(content="hi", usage={"prompt_tokens": 3, "completion_tokens": 1})  # usage: an extra field
+    assert extract_usage(reply) == Usage(3, 1)
+    assert extract_text(reply) == "from the property"  # output_text is probed before content
+    assert extract_model(reply) is None
+    assert extract_model(Reply(content="x", model="m")) == "m"
