@@ -14,6 +14,7 @@ import pytest
 
 from ragwatch.chunks import Chunk, content_id, normalize_chunk, normalize_chunks
 from ragwatch.errors import CaptureError, ChunkError
+from tests.servers import require_package
 
 # ------------------------------------------------------------------------------------------ stand-ins
 
@@ -320,7 +321,7 @@ def test_non_iterable_result_raises() -> None:
 def test_langchain_document_score_lives_in_its_metadata(metadata: dict[str, Any], score: float | None) -> None:
     """A LangChain Document has no score field: vector stores and rerankers (Cohere's ``relevance_score``)
     write it into the metadata, and chunk_scores and the degraded score floor need it."""
-    langchain = pytest.importorskip("langchain_core.documents")
+    langchain = require_package("langchain_core.documents")
     for doc in (Document("t", metadata), langchain.Document("t", metadata=metadata)):
         assert normalize_chunk(doc, 1).score == score
     # the same as JSON (a serialised Document)

@@ -239,3 +239,26 @@ def test_instrument_twice_and_uninstrument(
     client.chat.completions.create(model=MODEL, messages=MESSAGES)
     assert stage_count(registry, "generate") == 1
     assert not hasattr(client.chat.completions.create, "_ragwatch_original")
+
+
+def test_decorated_function_returning_a_stream_manager(
+    rw: ragwatch.RagWatch, registry: CollectorRegistry, stub: OpenAIStub, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The issue's case: `@rw.llm` around `client.chat.completions.stream(...)` logged a ResponseError
+    traceback and recorded no tokens; the manager is now observed in place and its stream followed."""
+    client = openai.OpenAI(api_key="test", base_url=stub.url, max_retries=0)
+    stub.script(stream_reply(["600 ", "CNY."], input_tokens=1200, output_tokens=2, cached_tokens=1024, model=MODEL))
+
+    @rw.llm(model=MODEL)
+    def generate() -> Any:
+        return client.chat.completions.stream(model=MODEL, messages=MESSAGES, stream_options={"include_usage": True})
+
+    with caplog.at_level(logging.WARNING, logger="ragwatch"):
+        manager = generate()
+        assert isinstance(manager, openai.lib.streaming.chat.ChatCompletionStreamManager)
+        with manager as stream:
+            text = "".join(e.delta for e in stream if e.type == "content.delta")
+    assert text == "600 CNY."
+    assert_billed(registry, 1200, 2, 1024)
+    assert not [r for r in caplog.records if r.name == "ragwatch"]
+    assert no_internal_errors(registry)
