@@ -92,8 +92,7 @@ def is_stream(value: Any) -> bool:
                 or hasattr(cls, "__anext__")
                 # SDK stream managers (openai's `.stream()`, anthropic's): the stream opens on `with`
                 or (
-                    cls.__name__.endswith("StreamManager")
-                    and (hasattr(cls, "__enter__") or hasattr(cls, "__aenter__"))
+                    cls.__name__.endswith("StreamManager") and (hasattr(cls, "__enter__") or hasattr(cls, "__aenter__"))
                 )
             )
             if len(_STREAM_TYPES) < 512:
