@@ -109,3 +109,130 @@ def write_weights(args: argparse.Namespace, weights: dict[str, Any]) -> int:
         args.out.write_text(text, encoding="utf-8")
         print(f"wrote {args.out}")
     return 0
+
+
+# ------------------------------------------------------------------------------- gradient-boosted trees
+
+
+def quantile_edges(x: np.ndarray, n_bins: int) -> list[np.ndarray]:
+    """Per feature, split candidates: midpoints between consecutive distinct values at up to ``n_bins``
+    quantiles. Midpoints (not the values themselves) so rounding a threshold in the weight file can never
+    move a training value to the other side."""
+    edges = []
+    for col in x.T:
+        values = np.unique(col)
+        if len(values) > n_bins:
+            values = np.unique(np.quantile(col, np.linspace(0, 1, n_bins + 1), method="lower"))
+        edges.append((values[:-1] + values[1:]) / 2 if len(values) > 1 else np.zeros(0))
+    return edges
+
+
+def fit_gbt(
+    x: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    *,
+    n_trees: int = 200,
+    depth: int = 3,
+    learning_rate: float = 0.1,
+    l2: float = 1.0,
+    min_hess: float = 1.0,
+    n_bins: int = 32,
+    signs: Sequence[int] | None = None,
+    round_to: int = 6,
+    init: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Weighted binary-logloss gradient boosting with depth-``depth`` complete trees, numpy only.
+
+    Deterministic by construction (no sampling, ties broken by the lowest feature and bin), so a weight
+    file rebuilds byte for byte. ``signs`` (+1 / -1 / 0 per feature) are monotone constraints in the
+    "basic" form: a split whose children's values go the wrong way is not taken, and each child's values
+    are bounded by the midpoint, so the whole ensemble is monotone in every constrained feature. Returns
+    the spec :class:`ragwatch.judges.trees.TreeEnsemble` reads (node thresholds, leaf values, base).
+    ``init``: a margin per row to boost from (a linear model's logits); the base is then 0.
+    """
+    n, d = x.shape
+    edges = quantile_edges(x, n_bins)
+    n_b = max(1, max(len(e) for e in edges) + 1)
+    bins = np.stack([np.searchsorted(e, x[:, f], side="left") for f, e in enumerate(edges)], axis=1)
+    flat = bins + (np.arange(d) * n_b)[None, :]
+    signs_arr = np.zeros(d) if signs is None else np.asarray(signs, dtype=float)
+    if init is None:
+        pos = float(np.sum(w * y)) / float(np.sum(w))
+        base = float(np.log(pos / (1 - pos)))
+        margin = np.full(n, base)
+    else:
+        base = 0.0
+        margin = np.asarray(init, dtype=float).copy()
+    inner, leaves = 2**depth - 1, 2**depth
+    features: list[list[int]] = []
+    thresholds: list[list[float | None]] = []
+    leaf_values: list[list[float]] = []
+    for _ in range(n_trees):
+        p = 1.0 / (1.0 + np.exp(-margin))
+        g, h = w * (p - y), w * p * (1 - p)
+        node = np.zeros(n, dtype=np.intp)
+        feat_t = [0] * inner
+        thr_t: list[float | None] = [None] * inner
+        bounds = {0: (-np.inf, np.inf)}
+        for level in range(depth):
+            first = 2**level - 1
+            width = 2**level
+            local = node - first
+            key = (local[:, None] * (d * n_b) + flat).ravel()
+            size = width * d * n_b
+            gh = np.bincount(key, weights=np.repeat(g, d), minlength=size).reshape(width, d, n_b)
+            hh = np.bincount(key, weights=np.repeat(h, d), minlength=size).reshape(width, d, n_b)
+            gl, hl = np.cumsum(gh, axis=2)[:, :, :-1], np.cumsum(hh, axis=2)[:, :, :-1]
+            gt, ht = gh.sum(axis=2)[:, :1, None], hh.sum(axis=2)[:, :1, None]
+            gr, hr = gt - gl, ht - hl
+            vl, vr = -gl / (hl + l2), -gr / (hr + l2)
+            gain = gl**2 / (hl + l2) + gr**2 / (hr + l2) - gt**2 / (ht + l2)
+            ok = (hl >= min_hess) & (hr >= min_hess) & (gain > 1e-12)
+            ok &= (signs_arr[None, :, None] * (vr - vl)) >= 0
+            for f, e in enumerate(edges):  # bins past a feature's last edge are not real split points
+                ok[:, f, len(e) :] = False
+            gain = np.where(ok, gain, -np.inf)
+            for j in range(width):
+                nid = first + j
+                lo, hi = bounds.get(nid, (-np.inf, np.inf))
+                best = int(np.argmax(gain[j]))
+                f, b = divmod(best, n_b - 1) if n_b > 1 else (0, 0)
+                kids = (2 * nid + 1, 2 * nid + 2)
+                if not np.isfinite(gain[j].flat[best]):
+                    feat_t[nid], thr_t[nid] = 0, None
+                    bounds[kids[0]] = bounds[kids[1]] = (lo, hi)
+                    continue
+                feat_t[nid], thr_t[nid] = f, round(float(edges[f][b]), round_to)
+                if signs_arr[f] != 0:
+                    mid = float(np.clip((vl[j, f, b] + vr[j, f, b]) / 2, lo, hi))
+                    low_side, high_side = (lo, mid), (mid, hi)
+                    bounds[kids[0]], bounds[kids[1]] = (
+                        (low_side, high_side) if signs_arr[f] > 0 else (high_side, low_side)
+                    )
+                else:
+                    bounds[kids[0]] = bounds[kids[1]] = (lo, hi)
+            # route the rows one level down (a node that did not split sends everything left)
+            thr_node = np.array([np.inf if thr_t[first + j] is None else thr_t[first + j] for j in range(width)])
+            feat_node = np.array([feat_t[first + j] for j in range(width)])
+            go_right = x[np.arange(n), feat_node[local]] > thr_node[local]
+            node = 2 * node + 1 + go_right
+        leaf = node - inner
+        gs = np.bincount(leaf, weights=g, minlength=leaves)
+        hs = np.bincount(leaf, weights=h, minlength=leaves)
+        values = -gs / (hs + l2)
+        for j in range(leaves):
+            lo, hi = bounds.get(inner + j, (-np.inf, np.inf))
+            values[j] = np.clip(values[j], lo, hi)
+        values = np.round(values * learning_rate, round_to)
+        margin = margin + values[leaf]
+        features.append(feat_t)
+        thresholds.append(thr_t)
+        leaf_values.append([float(v) for v in values])
+    return {
+        "depth": depth,
+        "base": round(base, round_to),
+        "feature": features,
+        "threshold": thresholds,
+        "leaf": leaf_values,
+    }

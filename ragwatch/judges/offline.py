@@ -48,11 +48,14 @@ retrieved chunks, with its own weights (``relevance_weights.json``, ``scripts/tr
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..retrieval_metrics import context_precision_mean
 from ..retrieval_metrics import context_precision_ranked as context_precision_rank_aware
@@ -66,7 +69,7 @@ from .base import (
     context_precision,
     context_precision_ranked,
 )
-from .calibration import load_weights, sigmoid
+from .calibration import load_weights
 from .claims import Claim, mask_inline_code, split_claims
 from .relevance import RelevanceScorer
 from .text import (
@@ -83,14 +86,18 @@ from .text import (
     stem,
     token_prior,
 )
+from .trees import TreeEnsemble
 
 __all__ = [
     "FAITH_FEATURES",
     "FAITH_SIGNS",
+    "LEGACY_FEATURES",
+    "RULES",
     "SUPPORTED",
     "UNSUPPORTED",
     "UNVERIFIABLE",
     "ClaimAnalysis",
+    "ClaimModel",
     "OfflineJudge",
     "claim_labels",
     "is_unverifiable",
@@ -103,7 +110,9 @@ UNVERIFIABLE = "UNVERIFIABLE"
 
 WEIGHTS_PATH = Path(__file__).with_name("offline_weights.json")
 
-#: Claim features, in the order of the weight vector.
+#: Claim features, in the order of the model's columns. The first thirteen are the ones the 2026-11
+#: logistic calibration used (kept so its figures can be reproduced by ``scripts/train_offline.py``); the
+#: rest describe the alignment in more detail (see :func:`_analyse_claims`).
 FAITH_FEATURES = (
     "cov_all",
     "cov_sent",
@@ -118,15 +127,35 @@ FAITH_FEATURES = (
     "json_conflict",
     "miss_count",
     "miss_run",
+    "entity_swap",
+    "num_absent",
+    "phrase_sent",
+    "sent_prec",
+    "miss_weight",
+    "neg_parity",
+    "num_local",
+    "ent_local",
 )
-#: The direction each faithfulness feature may push P(supported): calibration is fitted under these signs.
-FAITH_SIGNS = (1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1)
+#: The hard rules, in the order they are checked; a weight file's ``vetoes`` says which decide a verdict.
+RULES = (
+    "number_not_in_context",
+    "unit_mismatch",
+    "negation_flip",
+    "hedge_dropped",
+    "structured_value_conflict",
+    "entity_not_in_context",
+    "nothing_in_context",
+)
+#: The first thirteen features, the ones the original logistic calibration was fitted on.
+LEGACY_FEATURES = FAITH_FEATURES[:13]
+#: The direction each faithfulness feature may push P(supported) (0: either): fits keep these signs.
+FAITH_SIGNS = (1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 0, -1, -1, 1, 1)
 
 # Fallback weights so the judge works before (or without) a trained file; replaced by the trained ones.
 _DEFAULT_WEIGHTS: dict[str, Any] = {
     "faithfulness": {
         "features": list(FAITH_FEATURES),
-        "coef": [2.0, 3.0, 1.0, 2.0, -2.0, -3.0, -3.0, -3.0, -2.0, -0.5, -2.0, -1.0, -1.0],
+        "coef": [2.0, 3.0, 1.0, 2.0, -2.0, -3.0, -3.0, -3.0, -2.0, -0.5, -2.0, -1.0, -1.0] + [0.0] * 8,
         "intercept": -3.0,
         "threshold": 0.5,
     },
@@ -230,10 +259,51 @@ _FRAMING_RE = re.compile(
 )
 
 
+class ClaimModel:
+    """P(supported) for a batch of claim feature rows, from a weight file's ``faithfulness`` section.
+
+    A logistic part (``coef`` + ``intercept``: the fallback, and the form of older weight files) and
+    optionally ``"trees"`` boosted from it (:class:`~ragwatch.judges.trees.TreeEnsemble`, the shipped
+    model). The file names its feature columns; each must be one this code computes, so a weight file and
+    the code cannot silently disagree about what column 5 means.
+    """
+
+    __slots__ = ("_coef", "_columns", "_intercept", "_trees", "prior_spread")
+
+    def __init__(self, faith: dict[str, Any]) -> None:
+        names = list(faith["features"])
+        unknown = [n for n in names if n not in FAITH_FEATURES]
+        if unknown or not names:
+            raise ValueError(f"faithfulness features do not match this code: {unknown or 'none'}")
+        self._columns = np.array([FAITH_FEATURES.index(n) for n in names], dtype=np.intp)
+        self._trees: TreeEnsemble | None = None
+        self._intercept = float(faith.get("intercept", 0.0))
+        coef = faith.get("coef")
+        if coef is None and "trees" not in faith:
+            raise ValueError("faithfulness weights have neither coefficients nor trees")
+        self._coef = np.zeros(len(names)) if coef is None else np.asarray(coef, dtype=np.float64)
+        if len(self._coef) != len(names):
+            raise ValueError("faithfulness coefficients do not match the feature list")
+        if "trees" in faith:
+            self._trees = TreeEnsemble(faith["trees"], len(names))
+        #: How the odds of support rise with the number of verifiable claims n of the answer: × n ** spread.
+        self.prior_spread = float(faith.get("prior_spread", 0.0))
+
+    def predict(self, rows: Sequence[Sequence[float]], offset: float = 0.0) -> list[float]:
+        """P(supported) per row of full feature vectors (``FAITH_FEATURES`` order): the logistic part plus
+        the trees' correction, so where the trees saw no training data the linear trend still holds.
+        ``offset`` is added to every logit (the claim-count prior, see :func:`_analyse_claims`)."""
+        if not rows:
+            return []
+        x = np.asarray(rows, dtype=np.float64)[:, self._columns]
+        z = self._intercept + offset + x @ self._coef
+        if self._trees is not None:
+            z = z + self._trees.margin(x)
+        return (1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))).tolist()
+
+
 def _check_weights(weights: dict[str, Any]) -> None:
-    faith = weights["faithfulness"]
-    if faith["features"] != list(FAITH_FEATURES) or len(faith["coef"]) != len(FAITH_FEATURES):
-        raise ValueError("faithfulness features do not match this code")
+    ClaimModel(weights["faithfulness"])
 
 
 # --------------------------------------------------------------------------------------- the context
@@ -268,6 +338,7 @@ class _Context:
         "sent_chunk",
         "sent_modal",
         "sent_neg",
+        "sent_seq",
         "sent_span",
         "sent_strong",
         "sent_tokens",
@@ -278,6 +349,7 @@ class _Context:
         self.chunk_ids = chunk_ids
         self.chunk_texts = chunk_texts
         self.sent_tokens: list[frozenset[str]] = []
+        self.sent_seq: list[list[str]] = []
         self.sent_weight: list[int] = []
         self.sent_chunk: list[int] = []
         self.sent_span: list[tuple[int, int]] = []
@@ -306,6 +378,7 @@ class _Context:
                 si = len(self.sent_tokens)
                 tokset = frozenset(toks)
                 self.sent_tokens.append(tokset)
+                self.sent_seq.append(toks)
                 self.sent_weight.append(sum(token_prior(t) for t in tokset))
                 self.sent_chunk.append(ci)
                 self.sent_span.append(an.spans[k])
@@ -418,6 +491,8 @@ class ClaimAnalysis:
             "evidence": self.evidence,
             "confidence": round(confidence, 4),
         }
+        if self.verdict != UNVERIFIABLE:
+            detail["p_supported"] = round(self.p_supported, 4)
         if self.rule:
             detail["rule"] = self.rule
         return detail
@@ -505,15 +580,31 @@ def _longest_missing_run(toks: list[str], present: set[str], skip: set[str]) -> 
     return best
 
 
+def _phrase_support(toks: list[str], ctx: _Context, si: int) -> float:
+    """Share of the claim's token bigrams found in its best sentence and the one after it (same chunk):
+    phrases supported *locally*, not scattered over the whole context."""
+    bigrams = list(itertools.pairwise(toks))
+    if not bigrams or si < 0:
+        return 0.0
+    seq = ctx.sent_seq[si]
+    local = set(itertools.pairwise(seq))
+    nxt = si + 1
+    if nxt < len(ctx.sent_seq) and ctx.sent_chunk[nxt] == ctx.sent_chunk[si]:
+        local.update(itertools.pairwise(ctx.sent_seq[nxt]))
+    return sum(1 for b in bigrams if b in local) / len(bigrams)
+
+
 def _analyse_claims(
     claims: list[Claim],
     question_toks: set[str],
     ctx: _Context,
-    coef: Sequence[float],
-    intercept: float,
+    model: ClaimModel,
     threshold: float,
+    vetoes: frozenset[str] = frozenset(RULES),
 ) -> list[ClaimAnalysis]:
-    out = []
+    out: list[ClaimAnalysis] = []
+    pending: list[tuple[int, int]] = []  # (index in out, best sentence) of the claims the model decides
+    rows: list[list[float]] = []
     has_context = bool(ctx.sent_tokens)
     n_features = len(FAITH_FEATURES)
     for claim in claims:
@@ -535,13 +626,17 @@ def _analyse_claims(
         check = {t for t in tokset if t not in given or t[0] == "#"}
         weights = {t: token_prior(t) for t in tokset}
         total = sum(weights[t] for t in check)
+        full_total = sum(weights.values())
         all_tokens = ctx.all_tokens
         if total < 10:  # the claim only restates the question or talks about the passages: nothing to check
             cov_all = cov_sent = cov_pair = 1.0
             scores = ctx.sentence_scores(tokset, weights)
             check = tokset
+            miss_weight = 0.0
         else:
-            cov_all = sum(weights[t] for t in check if t in all_tokens) / total
+            covered = sum(weights[t] for t in check if t in all_tokens)
+            cov_all = covered / total
+            miss_weight = min(1.0, (total - covered) / 100)
             scores = ctx.sentence_scores(check, weights)
             best = max(scores.values()) if scores else 0
             cov_sent = best / total
@@ -559,7 +654,6 @@ def _analyse_claims(
         neg_flip = hedge_drop = modal_drop = 0.0
         # Rules look at the whole claim, question words included: "was not approved" negates words the
         # question ("was it approved?") already contains.
-        full_total = sum(weights.values())
         full_scores = scores if check == tokset else ctx.sentence_scores(tokset, weights)
         top = max(full_scores.values()) if full_scores else 0
         if len(tokset) >= 3 and top >= 0.6 * full_total:
@@ -595,6 +689,20 @@ def _analyse_claims(
         strong = {t for t in check if weights[t] >= 10}
         miss_count = min(4, sum(1 for t in strong if t not in all_tokens)) / 4
         miss_run = min(3, _longest_missing_run(toks, all_tokens, given)) / 3
+        if si < 0 and full_scores:  # nothing to check matched: quote the sentence closest to the whole claim
+            si = min(full_scores, key=lambda i: (-full_scores[i], i))
+        # The finer alignment: how local the support is (phrases, numbers and names in the best sentence
+        # and the next one rather than anywhere in the context), how much of that sentence the claim uses,
+        # how much weight is missing, a negation count that differs from the aligned sentence's. Features
+        # saying what *kind* of claim it is (length, language, context size) were tried and dropped: they
+        # let the trees learn each training set's quirks and cost leave-one-dataset-out transfer.
+        local = ctx.sent_tokens[si] if si >= 0 else frozenset()
+        if si >= 0 and si + 1 < len(ctx.sent_tokens) and ctx.sent_chunk[si + 1] == ctx.sent_chunk[si]:
+            local = local | ctx.sent_tokens[si + 1]
+        sent_prec = full_scores.get(si, 0) / ctx.sent_weight[si] if si >= 0 and ctx.sent_weight[si] else 0.0
+        neg_parity = 0.0
+        if si >= 0 and cov_sent >= 0.5 and (sc.negation_count - ctx.sent_neg[si]) % 2:
+            neg_parity = 1.0
         feats = [
             cov_all,
             cov_sent,
@@ -609,8 +717,15 @@ def _analyse_claims(
             json_conflict,
             miss_count,
             miss_run,
+            entity_swap,
+            1.0 if digits_missing else 0.0,
+            _phrase_support(toks, ctx, si),
+            min(1.0, sent_prec),
+            miss_weight,
+            neg_parity,
+            sum(1 for t in num_toks if t in local) / len(num_toks) if num_toks else 1.0,
+            sum(1 for t in ents if t in local) / len(ents) if ents else 1.0,
         ]
-        p = sigmoid(intercept + sum(c * f for c, f in zip(coef, feats, strict=True)))
         rule = None
         if digits_missing:
             rule = "number_not_in_context"
@@ -624,15 +739,21 @@ def _analyse_claims(
             rule = "structured_value_conflict"
         elif entity_swap:
             rule = "entity_not_in_context"
-        verdict = SUPPORTED if p >= threshold and rule is None else UNSUPPORTED
-        if rule is not None:
-            p = min(p, 0.25)
+        elif total >= 10 and cov_all == 0.0:  # not one word of what the claim adds is in the context
+            rule = "nothing_in_context"
+        if rule not in vetoes:  # the data did not find this rule strong enough for a hard verdict
+            rule = None
         chunk_id = evidence = None
-        if si < 0 and full_scores:  # nothing to check matched: quote the sentence closest to the whole claim
-            si = min(full_scores, key=lambda i: (-full_scores[i], i))
         if si >= 0:
             chunk_id, evidence = ctx.evidence(si, False)
-        out.append(ClaimAnalysis(claim, False, feats, rule, p, verdict, chunk_id, evidence))
+        pending.append((len(out), si))
+        rows.append(feats)
+        out.append(ClaimAnalysis(claim, False, feats, rule, 0.0, UNSUPPORTED, chunk_id, evidence))
+    spread = model.prior_spread * math.log(len(pending)) if len(pending) > 1 else 0.0
+    for (i, _), p in zip(pending, model.predict(rows, spread), strict=True):
+        a = out[i]
+        a.verdict = SUPPORTED if p >= threshold and a.rule is None else UNSUPPORTED
+        a.p_supported = min(p, 0.25) if a.rule is not None else p
     return out
 
 
@@ -710,9 +831,10 @@ class OfflineJudge:
         self._relevance = RelevanceScorer(relevance_weights_path)
         self.version = f"1+{digest}+{self._relevance.digest}"
         faith = self._weights["faithfulness"]
-        self._coef = [float(c) for c in faith["coef"]]
-        self._intercept = float(faith["intercept"])
+        self._model = ClaimModel(faith)
         self.threshold = float(faith.get("threshold", 0.5))
+        #: The hard rules that decide a claim whatever the model says (the rest are only features).
+        self.vetoes = frozenset(faith.get("vetoes", RULES))
 
     # -- relevance
 
@@ -742,7 +864,7 @@ class OfflineJudge:
     def _analyse(self, sample: Sample, ctx: _Context) -> list[ClaimAnalysis]:
         claims = split_claims(sample.answer or "")
         q_toks = set(content_tokens(sample.question or ""))
-        return _analyse_claims(claims, q_toks, ctx, self._coef, self._intercept, self.threshold)
+        return _analyse_claims(claims, q_toks, ctx, self._model, self.threshold, self.vetoes)
 
     # -- the Judge protocol
 
