@@ -12,6 +12,7 @@ import pytest
 
 from ragwatch.judges.base import context_precision, context_precision_ranked
 from ragwatch.judges.offline import (
+    FAITH_FEATURES,
     SUPPORTED,
     UNSUPPORTED,
     UNVERIFIABLE,
@@ -78,21 +79,31 @@ def test_chinese_number_and_negation(judge: OfflineJudge) -> None:
 
 
 @pytest.mark.parametrize(
-    ("context", "answer"),
+    ("context", "answer", "kept"),
     [
-        ("该项目预计2025年完工，总投资30亿元。", "该项目2025年完工。"),
-        ("The new plant is expected to open in 2026, the company said.", "The new plant opens in 2026."),
-        ("武汉人口约1200万，是湖北省的省会。", "武汉人口1200万。"),
+        ("该项目预计2025年完工，总投资30亿元。", "该项目2025年完工。", "该项目预计2025年完工。"),
+        (
+            "The new plant is expected to open in 2026, the company said.",
+            "The new plant opens in 2026.",
+            "The new plant is expected to open in 2026.",
+        ),
+        ("武汉人口约1200万，是湖北省的省会。", "武汉人口1200万。", "武汉人口约1200万。"),
         (
             "The survey reached about 3,000 households in the region.",
             "The survey reached 3,000 households in the region.",
+            "The survey reached about 3,000 households in the region.",
         ),
     ],
     ids=["预计", "expected", "约", "about"],
 )
-def test_dropped_hedge_is_unsupported(judge: OfflineJudge, context: str, answer: str) -> None:
-    [claim] = claims_of(judge, make(None, answer, [context]))
-    assert (claim["verdict"], claim["rule"]) == (UNSUPPORTED, "hedge_dropped")
+def test_dropped_hedge_lowers_support(judge: OfflineJudge, context: str, answer: str, kept: str) -> None:
+    """A dropped hedge is a feature, not a veto: on the training corpus it fires on supported claims almost
+    as often as on unsupported ones (``scripts/train_offline.py`` prints the ratio), so the model weighs it."""
+    [dropped] = judge.analyse(make(None, answer, [context]))
+    [hedged] = judge.analyse(make(None, kept, [context]))
+    hedge = FAITH_FEATURES.index("hedge_drop")
+    assert (dropped.features[hedge], hedged.features[hedge]) == (1.0, 0.0)
+    assert dropped.p_supported < hedged.p_supported
 
 
 def test_kept_hedge_is_supported(judge: OfflineJudge) -> None:
