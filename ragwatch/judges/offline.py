@@ -1,4 +1,4 @@
-"""The offline judge: faithfulness claim by claim and chunk relevance, with no model and no network.
+"""The offline judge: faithfulness claim by claim and chunk relevance, with no download and no network.
 
 Why a lexical judge at all: an LLM judge costs money and latency per sample and needs an API key in the
 scoring workers; this one runs anywhere, hundreds of samples per second per core, and explains itself
@@ -13,24 +13,32 @@ How faithfulness is judged, for each claim of :func:`~ragwatch.judges.claims.spl
    helps"). They leave the denominator of faithfulness.
 2. **Alignment features** against the retrieved chunks, all in 0..1: weighted token coverage of the claim
    by the whole context, by the best sentence and by the best pair of adjacent sentences (English word
-   stems, CJK character bigrams, numbers), coverage of the claim's token bigrams (phrases), missing named
-   entities. Tokens the question already contains are not asked to be supported (restating the question
-   is not a hallucination), nor are words about the passages ("according to passage 2").
-3. **Rules**, each also a hard verdict (the claim is UNSUPPORTED whatever the calibrated score):
-   a number absent from the context and the question (12-hour times are read as a 24-hour clock, so
-   "5 pm" matches a record's "17:0"; "out of 5 stars" and "seven days a week" assert no number); a unit
-   that differs ("5 miles" vs "5 km"); a negation that flips between the claim and a sentence saying
-   nearly the same thing (a negation governs its own clause, and a word the text also states plainly is
-   not negated); a hedge dropped (the context says "expected", "预计", "或将", "about 30", "约1200万", the
-   claim states it as fact — a range such as "6 to 8 minutes" is no such fact); a value that contradicts a
-   structured (JSON) chunk (``"WiFi": "no"`` vs "offers WiFi"; the claim must name the whole key, and each
-   key is read with the negation that governs it, so "no WiFi, but outdoor seating" checks both); a named
-   entity the context never mentions in place of one it does ("in Paris" where the aligned sentence says
-   "in Rome"). A modal hedge dropped ("may" → "can") is only a soft feature: writers paraphrase that way
-   all the time.
-4. A **logistic calibration** (weights in ``offline_weights.json``, fitted by ``scripts/train_offline.py``
-   on claim labels derived from human span annotations, with every weight constrained to its sensible
-   sign) turns the features into P(supported); below the shipped threshold the claim is UNSUPPORTED.
+   stems, CJK character bigrams, numbers), coverage of the claim's token bigrams (phrases) in the context
+   and in its best sentence, missing named entities and missing weight, whether the numbers and names
+   sit in the aligned sentence or only elsewhere, how much of that sentence the claim uses, a negation
+   count that differs from it. Tokens the question already contains are not asked to be supported
+   (restating the question is not a hallucination), nor are words about the passages ("according to
+   passage 2").
+3. **Rules**, each a feature and, when the training data says it is strong evidence, a hard verdict (a
+   *veto*: UNSUPPORTED whatever the model says; the weight file lists them): a number absent from the
+   context and the question (12-hour times are read as a 24-hour clock, so "5 pm" matches a record's
+   "17:0"; "out of 5 stars" and "seven days a week" assert no number); a unit that differs ("5 miles" vs
+   "5 km"); a negation that flips between the claim and a sentence saying nearly the same thing (a
+   negation governs its own clause, and a word the text also states plainly is not negated); a claim
+   none of whose own words occur in the context; a value that contradicts a structured (JSON) chunk
+   (``"WiFi": "no"`` vs "offers WiFi"; the claim must name the whole key, and each key is read with the
+   negation that governs it, so "no WiFi, but outdoor seating" checks both). Only features, because on the
+   training corpus they fire on supported claims nearly as often: a hedge dropped (the context says
+   "expected", "预计", "或将", "about 30", "约1200万", the claim states it as fact — a range such as "6 to 8
+   minutes" is no such fact), a named entity the context never mentions in place of one it does ("in
+   Paris" where the aligned sentence says "in Rome"), a modal hedge dropped ("may" → "can").
+4. A **claim-support model** (``offline_weights.json``, gradient-boosted trees evaluated in numpy by
+   :mod:`ragwatch.judges.trees`, fitted by ``scripts/train_offline.py`` on the public training corpus only,
+   monotone in every feature with a clear direction) turns the features into P(supported). Its classes
+   were balanced in training, so its odds are a likelihood ratio, not a base rate; the judge multiplies
+   them by n for an answer of n verifiable claims (``prior_spread``: the answer's chance of holding an
+   invented claim is spread over its claims) and the claim is UNSUPPORTED below the threshold — the only
+   number set on the dev files. ``p_supported`` in each claim's details is that adjusted probability.
 
 **Faithfulness** is supported / (claims − unverifiable): a share an on-call engineer can read as "3 of 4
 claims supported", not a confidence.
