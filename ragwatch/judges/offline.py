@@ -77,7 +77,7 @@ from .base import (
     context_precision,
     context_precision_ranked,
 )
-from .calibration import load_weights
+from .calibration import load_weights, sigmoid
 from .claims import Claim, mask_inline_code, split_claims
 from .relevance import RelevanceScorer
 from .text import (
@@ -276,7 +276,7 @@ class ClaimModel:
     the code cannot silently disagree about what column 5 means.
     """
 
-    __slots__ = ("_coef", "_columns", "_intercept", "_trees", "prior_spread")
+    __slots__ = ("_coef", "_columns", "_intercept", "_linear", "_select", "_trees", "prior_spread")
 
     def __init__(self, faith: dict[str, Any]) -> None:
         names = list(faith["features"])
@@ -294,6 +294,8 @@ class ClaimModel:
             raise ValueError("faithfulness coefficients do not match the feature list")
         if "trees" in faith:
             self._trees = TreeEnsemble(faith["trees"], len(names))
+        self._linear = bool(np.any(self._coef))
+        self._select = names != list(FAITH_FEATURES)  # a subset or another order: pick the columns
         #: How the odds of support rise with the number of verifiable claims n of the answer: × n ** spread.
         self.prior_spread = float(faith.get("prior_spread", 0.0))
 
@@ -303,11 +305,14 @@ class ClaimModel:
         ``offset`` is added to every logit (the claim-count prior, see :func:`_analyse_claims`)."""
         if not rows:
             return []
-        x = np.asarray(rows, dtype=np.float64)[:, self._columns]
-        z = self._intercept + offset + x @ self._coef
-        if self._trees is not None:
-            z = z + self._trees.margin(x)
-        return (1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))).tolist()
+        x = np.array(rows, dtype=np.float64)
+        if self._select:
+            x = x[:, self._columns]
+        z = self._trees.margin(x) if self._trees is not None else np.zeros(len(rows))
+        if self._linear:
+            z += x @ self._coef
+        z += self._intercept + offset
+        return [sigmoid(v) for v in z.tolist()]
 
 
 def _check_weights(weights: dict[str, Any]) -> None:
