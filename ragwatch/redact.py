@@ -2,8 +2,11 @@
 
 Sampled questions, answers and chunks go to a queue, scoring workers and an LLM judge, often run by
 another team or vendor, so contact details and identity numbers are masked first. The built-in patterns
-cover what Chinese- and English-language RAG services most often see: e-mail addresses, phone numbers,
-PRC resident identity numbers and bank card numbers.
+cover what Chinese- and English-language RAG services most often see, and what a security reviewer expects
+masked by default: e-mail addresses (ASCII, full-width ``＠`` and internationalised ones), phone numbers
+(mainland, international, US), PRC resident identity numbers (18 and 15 digits), bank card numbers
+(grouped, dotted, Amex 4-6-5), US social security numbers, IBANs, IPv4 addresses, API keys (``sk-…``,
+AWS ``AKIA…``, GitHub tokens), JSON web tokens and passwords written into text (``password: …``).
 
 Two principles shape the patterns:
 
@@ -32,7 +35,19 @@ from ragwatch.errors import ConfigError
 __all__ = ["BUILTIN_PATTERNS", "FAILED", "Redactor"]
 
 #: Names accepted by ``Redactor(patterns=...)``; all are on by default.
-BUILTIN_PATTERNS: tuple[str, ...] = ("email", "phone", "cn_id", "bank_card")
+BUILTIN_PATTERNS: tuple[str, ...] = (
+    "email",
+    "phone",
+    "cn_id",
+    "bank_card",
+    "api_key",
+    "jwt",
+    "password",
+    "us_ssn",
+    "iban",
+    "us_phone",
+    "ipv4",
+)
 
 #: What the whole text becomes when it cannot be redacted reliably: failing closed never leaks text.
 FAILED = "[redaction-failed]"
@@ -40,13 +55,34 @@ FAILED = "[redaction-failed]"
 # Order of application. E-mail goes first because Chinese addresses are often a phone number
 # ("13812345678@163.com"): masking the phone first would leave the domain behind and mislabel it. An
 # identity number is checked before a card number because some 18-digit ids also pass the Luhn check.
-# Phones come before cards so a "+86…" number that happens to pass Luhn is labelled a phone.
-_ORDER = ("email", "cn_id", "phone", "bank_card")
+# Phones come before cards so a "+86…" number that happens to pass Luhn is labelled a phone. Secrets
+# (keys, tokens, passwords) go right after e-mail: their digits must not be half-eaten by a number pattern
+# first, which would leave the rest of the secret behind. An IBAN carries long digit runs that may pass
+# Luhn, so it goes before cards; IPv4 goes last, after the dotted card numbers it could otherwise split.
+_ORDER = (
+    "email",
+    "api_key",
+    "jwt",
+    "password",
+    "cn_id",
+    "iban",
+    "phone",
+    "us_phone",
+    "us_ssn",
+    "bank_card",
+    "ipv4",
+)
 
+# Letters of internationalised addresses (RFC 6531/IDN): Latin with diacritics, Greek, Cyrillic. CJK
+# letters are left out on purpose: Chinese text runs words into an address ("邮箱a@b.com的"), and taking
+# them in would swallow the sentence around it (a CJK-script local part or domain is not recognised).
+_INTL = "\u00c0-\u024f\u0370-\u03ff\u0400-\u04ff"
 _EMAIL = re.compile(
     # The lookbehind pins each attempt to the start of a run of address characters; without it a long run
-    # with no "@" would be rescanned from every position (quadratic time on hostile input).
-    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+    # with no "@" would be rescanned from every position (quadratic time on hostile input). A full-width
+    # "＠" (typed with a Chinese input method) counts as an "@"; a top-level domain may be an IDN (xn--…).
+    rf"(?<![A-Za-z0-9._%+{_INTL}-])[A-Za-z0-9._%+{_INTL}-]+[@\uff20][A-Za-z0-9{_INTL}-]+"
+    rf"(?:\.[A-Za-z0-9{_INTL}-]+)*\.(?:xn--[A-Za-z0-9-]+|[A-Za-z{_INTL}]{{2,}})"
 )
 
 # A digit inside a number: ASCII or full-width. Lookarounds use the wider Unicode \d, so a number is never
@@ -72,16 +108,61 @@ _PHONE = re.compile(
 )
 
 _CN_ID = re.compile(
-    # Region (6), birth date YYYYMMDD (8), sequence (3), check digit or X. Only the shape is matched here;
+    # Region (6), birth date YYYYMMDD (8), sequence (3), check digit or X; or a first-generation id of 15
+    # digits: region (6), date YYMMDD (6), sequence (3), no check digit. Only the shape is matched here;
     # the date and the check digit are verified in Python, which also reads full-width digits.
-    rf"{_D}{_FIRST}{_D}{{16}}[0-9\uff10-\uff19Xx](?!\d)"
+    rf"{_D}{_FIRST}(?:{_D}{{16}}[0-9\uff10-\uff19Xx]|{_D}{{14}})(?!\d)"
 )
 
 _BANK_CARD = re.compile(
-    # 13-19 digits, either as one run or in groups of four separated by a space or a dash (the last group
-    # may be shorter). The digit count is checked in Python, with the Luhn check.
-    rf"{_D}{_FIRST}(?:{_D}{{3}}(?:[ -]{_D}{{4}}){{2,3}}(?:[ -]{_D}{{1,4}})?|{_D}{{12,18}})(?!\d)"
+    # 13-19 digits, either as one run, in groups of four separated by a space, a dash or a dot (the last
+    # group may be shorter), or in the Amex 4-6-5 grouping. The digit count is checked in Python, with the
+    # Luhn check.
+    rf"{_D}{_FIRST}(?:{_D}{{3}}(?:[ -]{_D}{{4}}){{2,3}}(?:[ -]{_D}{{1,4}})?|{_D}{{3}}(?:\.{_D}{{4}}){{2,3}}"
+    rf"(?:\.{_D}{{1,4}})?|{_D}{{3}}[ -]{_D}{{6}}[ -]{_D}{{5}}|{_D}{{12,18}})(?!\d)"
 )
+
+# Provider API keys: OpenAI / Anthropic style (sk-…, sk-proj-…, sk-ant-…), AWS access key ids (AKIA for
+# long-term, ASIA for temporary credentials) and GitHub tokens. Prefixes are fixed strings, so the
+# gate is a plain substring test.
+_API_KEY = re.compile(
+    r"(?<![A-Za-z0-9])(?:sk-[A-Za-z0-9_-]{16,}|(?:AKIA|ASIA)[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,})"
+    r"(?![A-Za-z0-9])"
+)
+_API_KEY_MARKS = ("sk-", "AKIA", "ASIA", "gh")
+
+# A JSON web token: base64url header and payload that both start with '{"' (eyJ), and a signature (empty
+# for alg "none").
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")
+
+# A password written into text: the keyword stays (a reader knows what was there), the value goes. The
+# leading class lets the engine skip in C to candidate letters; the lookbehind then refuses the middle of
+# a word ("bypass: on" is not a password).
+_PASSWORD = re.compile(
+    r"[pPsS\u5bc6\u53e3](?<![A-Za-z].)(?:(?<=[pP])(?i:ass(?:word|wd|phrase)?|wd)|(?<=[sS])(?i:ecret)"
+    r"|(?<=\u5bc6)\u7801|(?<=\u53e3)\u4ee4)"
+    r"(?P<sep>\s*[:=\uff1a]\s*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;，；]+)"
+)
+
+# US social security number, written with separators (a bare run of nine digits is too often something
+# else); the area, group and serial are checked in Python.
+_US_SSN = re.compile(r"[0-9](?<!\d.)[0-9]{2}([- ])[0-9]{2}\1[0-9]{4}(?!\d)")
+
+# IBAN: country code, two check digits, then up to 30 letters and digits, compact or in groups of four.
+# The mod-97 check (ISO 13616) is verified in Python.
+_IBAN = re.compile(r"[A-Z](?<![A-Za-z0-9].)[A-Z][0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
+
+# US (NANP) phone numbers: area and exchange codes start with 2-9, separators required between groups
+# (so a plain ten-digit number is not taken for a phone); "+1 …" numbers are already international phones.
+_NANP = r"[2-9][0-9]{2}"
+_US_PHONE = re.compile(
+    # Led by one class (for speed); the lookbehinds then tell "1-555-…", "(555) …" and "555-…" apart.
+    rf"[(1-9](?<![0-9+].)(?:(?<=1)[ .-]?(?:\({_NANP}\) ?|{_NANP}[ .-])|(?<=\()[2-9][0-9]{{2}}\) ?"
+    rf"|(?<=[2-9])[0-9]{{2}}[ .-]){_NANP}[ .-][0-9]{{4}}(?![0-9])"
+)
+
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = re.compile(rf"(?<![0-9.]){_OCTET}(?:\.{_OCTET}){{3}}(?![0-9]|\.[0-9])")
 
 # One scan that every text a number pattern could match passes, so most texts skip the three slower,
 # lookaround-heavy patterns. Each number pattern needs either a "+" right before a digit (international
@@ -91,13 +172,29 @@ _BANK_CARD = re.compile(
 # these, where a gate of "seven digits with single separators" let every dated text through. It is led by a
 # character class, so the regex engine skips in C to candidate characters (measured on 150-word chunks with
 # a date: 7 µs for the scan, against 31 µs for the old gate and the patterns it let through).
-_NUMBER_GATE = re.compile(rf"[+0-9\uff10-\uff19](?:(?<=\+){_D}|{_D}{{2}}[ -]?{_D}{{4}})")
+#
+# More shapes pass it for the patterns added later: separated groups of 3-2-4 digits (a US SSN), and the
+# dotted forms of an IPv4 address (three dots), a card number (four digits, a dot, four) and a US phone
+# (3.3.4). Versions ("2.4.1"), amounts ("12.50") and dates pass none of them.
+_NUMBER_GATE = re.compile(
+    rf"[+0-9\uff10-\uff19](?:(?<=\+){_D}|{_D}{{2}}[ -]?{_D}{{4}}|{_D}{{2}}[ -]{_D}{{2}}[ -]{_D}{{4}}"
+    rf"|{_D}{{0,2}}\.{_D}{{1,3}}\.{_D}{{1,3}}\.{_D}|{_D}{{3}}\.{_D}{{4}}|{_D}{{2}}\.{_D}{{3}}\.{_D}{{4}})"
+)
 
 _CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 
 
 def _valid_cn_id(text: str) -> bool:
-    """True for an 18-character PRC id whose birth date exists and whose check character matches."""
+    """True for an 18-character PRC id whose birth date exists and whose check character matches, or a
+    15-digit first-generation id (no check digit) whose region starts 1-8 and whose birth date exists."""
+    if len(text) == 15:
+        if int(text[0]) not in range(1, 9):
+            return False
+        try:
+            datetime.date(1900 + int(text[6:8]), int(text[8:10]), int(text[10:12]))
+        except ValueError:
+            return False
+        return True
     year = int(text[6:10])
     if not 1900 <= year <= 2099:
         return False
@@ -116,7 +213,7 @@ def _valid_cn_id(text: str) -> bool:
 
 def _valid_card(text: str) -> bool:
     """True for 13-19 digits (separators ignored) that pass the Luhn check."""
-    digits = [int(char) for char in text if char not in " -"]
+    digits = [int(char) for char in text if char not in " -."]
     if not 13 <= len(digits) <= 19:
         return False
     total = 0
@@ -129,13 +226,43 @@ def _valid_card(text: str) -> bool:
     return total % 10 == 0
 
 
-_VALIDATORS: dict[str, Callable[[str], bool]] = {"cn_id": _valid_cn_id, "bank_card": _valid_card}
+def _valid_ssn(text: str) -> bool:
+    """The SSA never issues area 000, 666 or 9xx, group 00 or serial 0000."""
+    area, group, serial = text[:3], text[4:6], text[7:]
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+def _valid_iban(text: str) -> bool:
+    """ISO 13616: 15-34 characters; moving the first four to the end and reading letters as 10..35 gives a
+    number that is 1 mod 97."""
+    compact = text.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    rotated = compact[4:] + compact[:4]
+    return int("".join(str(int(char, 36)) for char in rotated)) % 97 == 1
+
+
+_VALIDATORS: dict[str, Callable[[str], bool]] = {
+    "cn_id": _valid_cn_id,
+    "bank_card": _valid_card,
+    "us_ssn": _valid_ssn,
+    "iban": _valid_iban,
+}
 _PATTERNS: dict[str, re.Pattern[str]] = {
     "email": _EMAIL,
     "phone": _PHONE,
     "cn_id": _CN_ID,
     "bank_card": _BANK_CARD,
+    "api_key": _API_KEY,
+    "jwt": _JWT,
+    "password": _PASSWORD,
+    "us_ssn": _US_SSN,
+    "iban": _IBAN,
+    "us_phone": _US_PHONE,
+    "ipv4": _IPV4,
 }
+#: Patterns whose candidates need digits, so only texts passing the number gate are scanned for them.
+_NUMERIC = frozenset(("phone", "cn_id", "bank_card", "us_ssn", "iban", "us_phone", "ipv4"))
 
 
 class Redactor:
@@ -184,7 +311,7 @@ class Redactor:
                         f"replacement must be a format string using only {{name}}, got {replacement!r} ({exc})"
                     ) from None
                 validator = _VALIDATORS.get(name)
-                if validator is None:  # handed to re.subn as a template: make any backslash literal
+                if validator is None and name != "password":  # a re.subn template: make backslashes literal
                     text = text.replace("\\", "\\\\")
                 steps.append((name, _PATTERNS[name], validator, text))
         self._steps = tuple(steps)
@@ -202,15 +329,25 @@ class Redactor:
         found: list[tuple[str, int]] | None = None
         digits: bool | None = None
         for name, pattern, validator, replacement in self._steps:
-            if name == "email":
-                if "@" not in text:
-                    continue  # the cheapest way to scan most texts for addresses
-            else:  # phone, cn_id, bank_card: only texts that pass the gate can match
+            if name in _NUMERIC:  # only texts that pass the gate can match
                 if digits is None:
                     digits = _NUMBER_GATE.search(text) is not None
                 if not digits:
                     continue
-            if validator is None:
+            elif name == "email":
+                if "@" not in text and "\uff20" not in text:
+                    continue  # the cheapest way to scan most texts for addresses
+            elif name == "api_key":
+                if not any(mark in text for mark in _API_KEY_MARKS):
+                    continue
+            elif name == "jwt":
+                if "eyJ" not in text:
+                    continue
+            if name == "password":
+                text, hits = _sub_keeping_key(pattern, replacement, text)
+            elif name == "iban":
+                text, hits = _sub_iban(pattern, replacement, text)
+            elif validator is None:
                 text, hits = pattern.subn(replacement, text)
             else:
                 text, hits = _sub_checked(pattern, validator, replacement, text)
@@ -257,5 +394,37 @@ def _sub_checked(
             hits += 1
             return replacement
         return candidate
+
+    return pattern.sub(replace, text), hits
+
+
+def _sub_keeping_key(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """Mask the value of a ``password: value`` match, keeping the keyword and separator."""
+    hits = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal hits
+        hits += 1
+        return text[match.start() : match.start("value")] + replacement
+
+    return pattern.sub(replace, text), hits
+
+
+def _sub_iban(pattern: re.Pattern[str], replacement: str, text: str) -> tuple[str, int]:
+    """Like :func:`_sub_checked` for IBANs, also trying the match without its last groups: the grouped
+    form can run on into a following capitalised word ("DE89 3704 0044 0532 0130 00 BANK")."""
+    hits = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal hits
+        candidate = match.group()
+        while True:
+            if _valid_iban(candidate):
+                hits += 1
+                return replacement + match.group()[len(candidate) :]
+            head, sep, _ = candidate.rpartition(" ")
+            if not sep or len(head.replace(" ", "")) < 15:
+                return match.group()
+            candidate = head
 
     return pattern.sub(replace, text), hits
