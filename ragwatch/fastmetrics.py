@@ -32,6 +32,8 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from .labels import safe_label
+
 __all__ = ["adder", "counter", "histogram"]
 
 _local = threading.local()
@@ -214,6 +216,11 @@ class _Family(Collector):
     def labels(self, *values: Any) -> Any:
         key = tuple(str(v) for v in values)
         child = self._children.get(key)
+        if child is None:
+            # Creating a child is rare: bound the values here, so no caller can put an unbounded string
+            # (a model id from an LLM response) on the /metrics page.
+            key = tuple(safe_label(v) for v in key)
+            child = self._children.get(key)
         if child is None:
             if len(key) != len(self.labelnames):
                 raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {key}")

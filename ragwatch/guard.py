@@ -13,6 +13,8 @@ import time
 
 from prometheus_client import Counter
 
+from .labels import safe_text
+
 __all__ = ["COMPONENTS", "Guard"]
 
 log = logging.getLogger("ragwatch")
@@ -60,7 +62,7 @@ class Guard:
                     return
                 self._last[key] = now
                 skipped = self._suppressed.pop(key, 0)
-            what = message or (type(exc).__name__ if exc is not None else "error")
+            what = safe_text(message or (type(exc).__name__ if exc is not None else "error"))
             log.warning(
                 "ragwatch %s error (ignored, the host is unaffected): %s%s",
                 component,

@@ -2,7 +2,8 @@
 
 Dashboards, alert rules and docs may reference only the names below (a test enforces it). Labels are
 bounded by construction: service and model names come from configuration or from the LLM response
-(capped at :data:`MAX_MODELS` distinct values, the rest become ``other``), never from user text.
+(capped at :data:`MAX_MODELS` distinct values, the rest become ``other``, each at most 128 printable
+characters), never from user text.
 
 The hot path binds label children once and caches them; the families a request touches are the
 thread-sharded ones of :mod:`ragwatch.fastmetrics`, so a request costs a few lock-free adds.
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from .fastmetrics import adder, counter, histogram
+from .labels import safe_label
 from .settings import DEFAULT_LATENCY_BUCKETS
 
 __all__ = [
@@ -225,7 +227,9 @@ class CaptureMetrics:
         self._lock = threading.Lock()
 
     def model(self, service: str, model: str) -> ModelChildren:
-        """Children for one model, folding models past :data:`MAX_MODELS` into ``other``."""
+        """Children for one model, folding models past :data:`MAX_MODELS` into ``other``; the name is capped
+        and cleaned first (:func:`~ragwatch.labels.safe_label`), since it comes from the LLM response."""
+        model = safe_label(model)
         key = (service, model)
         children = self._models.get(key)
         if children is not None:

@@ -63,6 +63,7 @@ DEFAULT_PRICES: Mapping[str, Price] = MappingProxyType(
 _PRICE_FIELDS = ("input", "output", "cached_input")
 _SUFFIX_SEPARATORS = "-@:"  # gpt-4o-2024-08-06, claude-3-5-sonnet-v2@20241022, deepseek-chat:latest
 _CACHE_LIMIT = 1024
+_MAX_NAME_CHARS = 128  # longer model names are resolved by their first 128 characters
 _MISSING: Any = object()
 
 
@@ -105,9 +106,9 @@ class PricingTable:
         found = self._cache.get(model, _MISSING)
         if found is not _MISSING:
             return found
-        found = self._resolve(model)
-        if len(self._cache) < _CACHE_LIMIT:
-            self._cache[model] = found
+        found = self._resolve(model[:_MAX_NAME_CHARS])
+        if len(self._cache) < _CACHE_LIMIT and len(model) <= _MAX_NAME_CHARS:
+            self._cache[model] = found  # a long name is resolved but not kept: 1024 of them could be 100 MB
         return found
 
     def cost(self, model: str, usage: Usage) -> float | None:

@@ -57,15 +57,16 @@ FAILED = "[redaction-failed]"
 # identity number is checked before a card number because some 18-digit ids also pass the Luhn check.
 # Phones come before cards so a "+86…" number that happens to pass Luhn is labelled a phone. Secrets
 # (keys, tokens, passwords) go right after e-mail: their digits must not be half-eaten by a number pattern
-# first, which would leave the rest of the secret behind. An IBAN carries long digit runs that may pass
-# Luhn, so it goes before cards; IPv4 goes last, after the dotted card numbers it could otherwise split.
+# first, which would leave the rest of the secret behind. An IBAN carries long digit runs that may look
+# like an id or pass Luhn, so it goes before ids and cards; IPv4 goes last, after the dotted card numbers
+# it could otherwise split.
 _ORDER = (
     "email",
     "api_key",
     "jwt",
     "password",
-    "cn_id",
     "iban",
+    "cn_id",
     "phone",
     "us_phone",
     "us_ssn",
@@ -340,9 +341,8 @@ class Redactor:
             elif name == "api_key":
                 if not any(mark in text for mark in _API_KEY_MARKS):
                     continue
-            elif name == "jwt":
-                if "eyJ" not in text:
-                    continue
+            elif name == "jwt" and "eyJ" not in text:
+                continue
             if name == "password":
                 text, hits = _sub_keeping_key(pattern, replacement, text)
             elif name == "iban":

@@ -2,8 +2,12 @@
 
 A sample is built from a finished :class:`~ragwatch.run.Run` *off* the request thread (by the producer's
 flusher, as a plain record dict that it encodes directly), so normalising chunks, redacting and encoding
-never cost the user a microsecond. Building applies, in order: size limits (with ``truncated`` flags),
-redaction, optional hashing instead of text. The record is versioned (``v``); decoding ignores unknown
+never cost the user a microsecond. Building applies, in order: redaction, size limits (with ``truncated``
+flags), optional hashing instead of text. Redaction comes first so a phone number or an e-mail cut at the
+length limit cannot escape the patterns half-written; it reads a bounded prefix (the limit plus
+:data:`REDACT_MARGIN`), so a 5 MB answer still costs only a little more than its kept part. Every
+free-text field is redacted, not only question, answer and chunk text: chunk ids, the route, tag keys and
+values (``force_sample`` reasons), metadata keys and values. The record is versioned (``v``); decoding ignores unknown
 fields, so an older worker reads a newer producer's samples.
 """
 
@@ -20,6 +24,7 @@ from typing import Any
 import orjson
 
 from .errors import RagwatchError
+from .labels import safe_label
 from .run import Run
 
 __all__ = [
@@ -36,6 +41,13 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+
+#: Characters past a length limit that are still read when redacting, so that a secret straddling the
+#: limit is recognised whole (and masked) before the text is cut.
+REDACT_MARGIN = 1024
+#: Bounds of the short fields (ids, route, tags, model): they are labels, not documents.
+MAX_ID_CHARS = 256
+MAX_TAGS = 16
 
 
 class SampleDecodeError(RagwatchError, ValueError):
@@ -98,10 +110,29 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _cut(text: str | None, limit: int) -> tuple[str | None, bool]:
-    if text is None or len(text) <= limit:
-        return text, False
-    return text[:limit], True
+def _cut(text: str | None, limit: int, redact: Callable[[str], str] = str) -> tuple[str | None, bool]:
+    """Redact, then cut to ``limit`` characters; the flag says whether anything was cut."""
+    if text is None:
+        return None, False
+    if len(text) <= limit:
+        return redact(text), False
+    return redact(text[: limit + REDACT_MARGIN])[:limit], True
+
+
+def _short(text: object, redact: Callable[[str], str]) -> object:
+    """An id, route or tag: redacted then capped (non-strings pass through for the decoder to judge)."""
+    if not isinstance(text, str):
+        return text
+    return _cut(text, MAX_ID_CHARS, redact)[0]
+
+
+def _tags(tags: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tags.items():
+        if len(out) >= MAX_TAGS:
+            break
+        out[_short(key, redact)] = _short(value, redact)  # type: ignore[index]
+    return out
 
 
 def _metadata(meta: Mapping[str, Any], limits: Limits, redact: Callable[[str], str]) -> dict[str, Any]:
@@ -112,8 +143,9 @@ def _metadata(meta: Mapping[str, Any], limits: Limits, redact: Callable[[str], s
             break
         if not isinstance(key, str):
             continue
+        key = _cut(key, limits.max_metadata_chars, redact)[0]
         if isinstance(value, str):
-            out[key] = redact(value[: limits.max_metadata_chars])
+            out[key] = _cut(value, limits.max_metadata_chars, redact)[0]
         elif (
             isinstance(value, bool)
             or value is None
@@ -149,16 +181,11 @@ def build_record(
         truncated = True
     max_chars = limits.max_chunk_chars
     for chunk in all_chunks[: limits.max_chunks]:
-        text = chunk.text
-        cut = text is not None and len(text) > max_chars
-        if cut:
-            text = text[:max_chars]
-            truncated = True
-        if text is not None:
-            text = redact_chunk(text)
+        text, cut = _cut(chunk.text, max_chars, redact_chunk)
+        truncated = truncated or cut
         chunks.append(
             {
-                "id": chunk.id,
+                "id": _short(chunk.id, redact_chunk),  # ids repeat like texts: the memoised redactor
                 "rank": chunk.rank,
                 "text": text if keep_text else None,
                 "score": chunk.score,
@@ -167,11 +194,10 @@ def build_record(
                 "metadata": _metadata(chunk.metadata, limits, redact) if chunk.metadata else {},
             }
         )
-    question, cut_q = _cut(run.question, limits.max_question_chars)
-    answer, cut_a = _cut(run.answer, limits.max_answer_chars)
-    question = redact(question) if question is not None else None
-    answer = redact(answer) if answer is not None else None
+    question, cut_q = _cut(run.question, limits.max_question_chars, redact)
+    answer, cut_a = _cut(run.answer, limits.max_answer_chars, redact)
     usage = run.usage
+    model = run.model
     return {
         "sample_id": os.urandom(16).hex(),  # 128 random bits as 32 hex digits; uuid4() costs 5x as much
         "service": run.service,
@@ -181,7 +207,7 @@ def build_record(
         "created_at": run.started_at,
         "trace_id": run.trace_id,
         "span_id": run.span_id,
-        "model": run.model,
+        "model": safe_label(model) if isinstance(model, str) else model,
         "durations": dict(run.durations),
         "ttft": run.ttft,
         "input_tokens": usage.input_tokens if usage else None,
@@ -189,10 +215,10 @@ def build_record(
         "cached_input_tokens": usage.cached_input_tokens if usage else None,
         "tokens_estimated": bool(usage and usage.estimated),
         "cost_usd": run.cost_usd,
-        "route": run.route,
-        "tags": dict(run.tags),
+        "route": _short(run.route, redact_chunk),  # routes repeat too
+        "tags": _tags(run.tags, redact),
         "outcome": run.outcome,
-        "error": run.error,
+        "error": safe_label(run.error) if isinstance(run.error, str) else run.error,
         "reason": reason,
         "truncated": truncated or cut_q or cut_a,
         "question_sha256": None if keep_text or question is None else _sha(question),

@@ -38,10 +38,16 @@ RETRIEVAL_TEXTS = "ragwatch.retrieval.chunk_texts"
 PROBE = "ragwatch.probe"
 
 
-def documents_json(chunks: Sequence[Chunk]) -> str:
-    """``gen_ai.retrieval.documents``: a JSON array of ``{"id", "score"}`` objects (never the text)."""
+def documents_json(chunks: Sequence[Chunk], ids: Sequence[str] | None = None) -> str:
+    """``gen_ai.retrieval.documents``: a JSON array of ``{"id", "score"}`` objects (never the text).
+
+    ``ids`` replaces the chunks' own ids (the redacted ones, when the caller redacts them)."""
+    names = [c.id for c in chunks] if ids is None else ids
     return json.dumps(
-        [{"id": c.id, "score": c.score} if c.score is not None else {"id": c.id} for c in chunks],
+        [
+            {"id": i, "score": c.score} if c.score is not None else {"id": i}
+            for c, i in zip(chunks, names, strict=False)
+        ],
         ensure_ascii=False,
         separators=(",", ":"),
     )

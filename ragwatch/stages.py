@@ -32,6 +32,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import semconv as sc
 from .chunks import Chunk, normalize_chunks
+from .labels import MAX_LABEL_CHARS, safe_label
 from .responses import StreamAccumulator, Usage, estimate_tokens, read_response
 from .run import _RUN, Run
 
@@ -102,6 +103,22 @@ def is_stream(value: Any) -> bool:
     return found
 
 
+def _exception_attributes(rw: RagWatch, exc: BaseException) -> dict[str, str]:
+    """The message and stack trace the span's exception event carries, redacted and capped: the host's
+    exception message may quote user input ("no account for zhang@example.com"). Only on the error path."""
+    import traceback
+
+    redact = rw._redactor
+    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {
+        "exception.message": redact(str(exc)[: _MAX_EXC_CHARS + 1024])[:_MAX_EXC_CHARS],
+        "exception.stacktrace": redact(stack[-8 * _MAX_EXC_CHARS :]),
+    }
+
+
+_MAX_EXC_CHARS = 2000
+
+
 def _outcome(exc: BaseException | None) -> str:
     if exc is None:
         return "ok"
@@ -169,6 +186,8 @@ def record_generation(
         except Exception as err:
             rw._guard.failed("response", err)
     model = answered or model or "unknown"
+    if type(model) is not str or len(model) > MAX_LABEL_CHARS or not model.isprintable():
+        model = safe_label(model)  # it comes from the response: a label, never a 100 KB string
     if usage is None and text is not None:
         usage = Usage(_estimate_prompt(prompt), estimate_tokens(text), 0, True)
     try:
@@ -295,7 +314,7 @@ class Call:
                     span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
                     if _outcome(exc) == "error":
                         span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
-                        span.record_exception(exc)
+                        span.record_exception(exc, attributes=_exception_attributes(self.rw, exc))
                 span.end()
             except Exception as err:
                 self.rw._guard.failed("tracing", err)
@@ -412,14 +431,18 @@ class RetrieveCall(Call):
     def _describe(self, span: Any, chunks: list[Chunk], count: int) -> None:
         limit = self.rw.settings.max_span_chunks
         shown = chunks[:limit]
+        # Ids can carry personal data (a user's e-mail as a document id): redacted like the text, through the
+        # memoised redactor since the same chunks come back request after request.
+        redact = self.rw._redact_cached
+        ids = [redact(c.id) for c in shown]
         span.set_attribute(sc.RETRIEVAL_COUNT, count)
-        span.set_attribute(sc.RETRIEVAL_IDS, [c.id for c in shown])
+        span.set_attribute(sc.RETRIEVAL_IDS, ids)
         scores = [c.score for c in shown]
         if all(s is not None for s in scores):
             span.set_attribute(sc.RETRIEVAL_SCORES, scores)  # type: ignore[arg-type]
-        span.set_attribute(sc.RETRIEVAL_DOCUMENTS, sc.documents_json(shown))
+        span.set_attribute(sc.RETRIEVAL_DOCUMENTS, sc.documents_json(shown, ids))
         if self.rw.settings.capture_chunk_text:
-            span.set_attribute(sc.RETRIEVAL_TEXTS, [c.text for c in shown])
+            span.set_attribute(sc.RETRIEVAL_TEXTS, [redact(c.text) for c in shown])
 
 
 class DegradedRetrieveCall(RetrieveCall):

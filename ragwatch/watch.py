@@ -111,6 +111,10 @@ class RagWatch:
         self.producer: Producer | None = None
         self._mode: ModeWatcher | None = None
         self._rerank = rerank
+        # One redactor for everything that leaves the process (samples, span attributes, exception events);
+        # the memoised form serves texts that recur (chunk texts and ids, routes).
+        self._redactor = Redactor(settings.redact, custom=redact_with)
+        self._redact_cached = functools.lru_cache(maxsize=4096)(self._redactor)
         if settings.sampling or settings.degraded_mode:
             queue = open_queue(
                 settings.redis_url, self.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
@@ -177,10 +181,10 @@ class RagWatch:
             probe_rate=s.sample_probe_rate,
             max_per_second=s.sample_max_per_second,
         )
-        redactor = Redactor(s.redact, custom=redact_with)
+        redactor = self._redactor
         # Popular chunks are retrieved again and again; redacting each distinct text once saves most of the
         # flusher's time (redaction, like any user redact_with function, must be deterministic).
-        redact_chunk = functools.lru_cache(maxsize=4096)(redactor)
+        redact_chunk = self._redact_cached
         limits = Limits(s.max_chunks, s.max_chunk_chars, s.max_answer_chars, s.max_question_chars)
         keep_text = s.store_text
 

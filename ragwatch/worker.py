@@ -34,6 +34,7 @@ from .diagnosis import Thresholds, diagnose
 from .errors import QueueError, QueueFullError
 from .evaluation_events import EvaluationEvents
 from .judges.base import Judge
+from .labels import safe_text
 from .metrics import WorkerMetrics
 from .queue import Entry, Queue
 from .sample import Limits, Sample, SampleDecodeError, decode_sample
@@ -351,7 +352,7 @@ class Worker:
         )
 
     def _failed(self, entry: Entry, exc: Exception) -> None:
-        error = f"{type(exc).__name__}: {exc}"
+        error = safe_text(f"{type(exc).__name__}: {exc}")  # a judge's error may quote a whole response
         if entry.deliveries >= self.max_deliveries:
             self._dead(entry, error, "dead_lettered")
         else:  # left pending: claimed again after claim_idle, by this worker or another
