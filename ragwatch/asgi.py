@@ -5,17 +5,24 @@ whole response, streamed bodies included: it ends when the app returns, after th
 sent. A 5xx response or an exception counts as an error; the exception itself propagates unchanged.
 
 While the service is degraded, responses carry ``x-ragwatch-degraded: 1`` and the user notice in
-``x-ragwatch-notice``. Requests carrying the probe header (sent by ``ragwatch replay``) are marked as
-probes so they can be kept out of real-traffic samples.
+``x-ragwatch-notice``. Requests carrying a *valid* probe header (signed by ``ragwatch replay``, see
+:mod:`ragwatch.probe`) are marked as probes so they can be kept out of real-traffic samples; any other
+probe header is ignored and counted, and the header is removed before the app sees the request.
+
+Each run also gets a client id, a keyed hash of the peer address (or of the ``client_header`` a trusted
+proxy sets), so the quality window can cap one client's share of it (``sla_max_client_share``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import semconv as sc
+from .probe import ProbeVerifier
 from .stages import PipelineCall
 
 if TYPE_CHECKING:
@@ -57,6 +64,22 @@ class RagwatchMiddleware:
         self.include = tuple(include) if include is not None else None
         self.exclude = tuple(exclude)
         self._probe = probe_header.lower().encode("latin-1")
+        settings = watch.settings
+        secret = settings.probe_secret
+        self._verifier = ProbeVerifier(
+            secret.get_secret_value() if secret is not None else None,
+            settings.probe_sources,
+            settings.probe_max_age_seconds,
+        )
+        header = settings.client_header
+        self._client_header = header.lower().encode("latin-1") if header else None
+        key = settings.sample_secret.get_secret_value().encode() if settings.sample_secret is not None else b""
+        # Replicas sharing sample_secret give one client the same id; otherwise ids are per process.
+        self._client_key = hashlib.sha256(b"ragwatch-client\0" + (key or os.urandom(32))).digest()
+        metrics = watch._metrics
+        self._m_probe = (
+            {o: metrics.probe_headers.labels(watch.service, o) for o in ("accepted", "ignored")} if metrics else {}
+        )
 
     def _watched(self, path: str) -> bool:
         if path.startswith(self.exclude):
@@ -64,10 +87,21 @@ class RagwatchMiddleware:
         return self.include is None or path.startswith(self.include)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or not self._watched(scope.get("path", "")):
+        if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        call = self._begin(scope)
+        probe: bytes | None = None
+        headers = scope.get("headers") or ()
+        for name, value in headers:
+            if name == self._probe:
+                probe = value
+                break
+        if probe is not None:  # never handed on: the app must not act on (or log) an outsider's mark
+            scope = {**scope, "headers": [h for h in headers if h[0] != self._probe]}
+        if not self._watched(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        call = self._begin(scope, probe)
         if call is None:
             await self.app(scope, receive, send)
             return
@@ -94,16 +128,42 @@ class RagwatchMiddleware:
         notice = self.watch.notice or ""
         return [(b"x-ragwatch-degraded", b"1"), (b"x-ragwatch-notice", quote(notice, safe=" ,.;:!?").encode("ascii"))]
 
-    def _begin(self, scope: Scope) -> PipelineCall | None:
+    def _begin(self, scope: Scope, probe: bytes | None) -> PipelineCall | None:
         try:
             call = PipelineCall(self.watch, None, scope.get("path"))
-            probe = any(name == self._probe for name, _ in scope.get("headers") or ())
-            if probe and call.run is not None:
-                call.run.tags["probe"] = "1"
+            run = call.run
+            if probe is not None and self._is_probe(scope, probe) and run is not None:
+                run.tags["probe"] = "1"
                 if call.span is not None:
                     call.span.set_attribute(sc.PROBE, True)
+            if run is not None and call._owner:
+                run.client = self._client(scope)
             call.activate()
             return call
         except Exception as exc:
             self.watch._guard.failed("asgi", exc)
             return None
+
+    def _is_probe(self, scope: Scope, value: bytes) -> bool:
+        client = scope.get("client")
+        genuine = self._verifier.check(
+            value, scope.get("method", "GET"), scope.get("path", ""), client[0] if client else None
+        )
+        child = self._m_probe.get("accepted" if genuine else "ignored")
+        if child is not None:
+            child.inc()
+        return genuine
+
+    def _client(self, scope: Scope) -> str | None:
+        """The keyed hash of the client address (12 hex digits): stable per client, not reversible."""
+        address: bytes | None = None
+        if self._client_header is not None:
+            for name, value in scope.get("headers") or ():
+                if name == self._client_header:
+                    address = value.rpartition(b",")[2].strip()  # the hop our own proxy appended
+        if address is None:
+            client = scope.get("client")
+            if not client:
+                return None
+            address = str(client[0]).encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(address[:256], digest_size=6, key=self._client_key).hexdigest()

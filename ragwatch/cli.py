@@ -216,7 +216,10 @@ def _replay(args: argparse.Namespace) -> int:
         output_format="json" if args.json else "markdown",
         output=args.output,
         progress=False if args.no_progress else None,
+        probe_secret=settings.probe_secret.get_secret_value() if settings.probe_secret is not None else None,
     )
+    if options.probe_secret is None:
+        log.warning("replay: RAGWATCH_PROBE_SECRET is not set, so the service counts these probes as real traffic")
     stop = threading.Event()
     previous = {}
     if options.every and threading.current_thread() is threading.main_thread():

@@ -51,6 +51,7 @@ COST = "ragwatch_cost_usd"
 RETRIEVED_CHUNKS = "ragwatch_retrieved_chunks"
 UNPRICED = "ragwatch_unpriced_calls"
 INTERNAL_ERRORS = "ragwatch_internal_errors"
+PROBE_HEADERS = "ragwatch_probe_headers"
 BUILD_INFO = "ragwatch_build_info"
 SAMPLING_DECISIONS = "ragwatch_sampling_decisions"
 SAMPLES_SENT = "ragwatch_samples_sent"
@@ -90,6 +91,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         COST + "_total",
         RETRIEVED_CHUNKS,
         UNPRICED + "_total",
+        PROBE_HEADERS + "_total",
         INTERNAL_ERRORS + "_total",
         BUILD_INFO,
         SAMPLING_DECISIONS + "_total",
@@ -205,6 +207,12 @@ class CaptureMetrics:
             UNPRICED,
             "LLM calls whose model has no entry in the pricing table (no cost recorded).",
             ["service", "model"],
+            registry,
+        )
+        self.probe_headers = counter(
+            PROBE_HEADERS,
+            "Requests carrying the probe header; outcome accepted (signed or from probe_sources) or ignored.",
+            ["service", "outcome"],
             registry,
         )
         self.internal_errors = Counter(

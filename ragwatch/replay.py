@@ -15,7 +15,8 @@ service's own HTTP API, like a user would, and reports:
 * answer drift: ``1 - similarity`` (:func:`~ragwatch.replay_source.similarity`) from the golden reference
   answer, or from the answer given when a traffic question was sampled.
 
-Every request carries ``x-ragwatch-probe: 1`` so ragwatch's own capture keeps probes out of samples.
+Every request carries ``x-ragwatch-probe``, signed with ``probe_secret`` (:func:`ragwatch.probe.sign_probe`),
+so ragwatch's own capture keeps probes out of samples; without the secret the service ignores the mark.
 Retries are off by default: a prober that retries hides exactly the failures it exists to see.
 
 The library returns a :class:`ReplayReport`; exit codes are the CLI's business.
@@ -43,6 +44,7 @@ from prometheus_client import CollectorRegistry, push_to_gateway, start_http_ser
 from .asgi import PROBE_HEADER
 from .errors import ConfigError
 from .metrics import ReplayMetrics
+from .probe import sign_probe
 from .replay_source import Question, load_golden, similarity, traffic_questions
 from .retrieval_metrics import hit_rate, mean_reciprocal_rank, precision_at_k, recall_at_k
 
@@ -109,6 +111,7 @@ class ReplayOptions:
     output_format: str = "markdown"  # or "json"
     output: str | None = None
     progress: bool | None = None  # None: a rich bar when stderr is a terminal
+    probe_secret: str | None = field(default=None, repr=False)  # signs x-ragwatch-probe (settings.probe_secret)
 
     def check(self) -> None:
         """Fail before the first request: a typo in a template should not look like an outage."""
@@ -354,7 +357,9 @@ async def _read_stream(
 
 
 async def _attempt(client: httpx.AsyncClient, options: ReplayOptions, question: Question) -> ProbeResult:
-    headers = {**options.headers, PROBE_HEADER: "1"}
+    secret = options.probe_secret
+    mark = sign_probe(secret, options.method, httpx.URL(options.url).path) if secret else "1"
+    headers = {**options.headers, PROBE_HEADER: mark}
     body = build_body(options, question.text)
     started = time.perf_counter()
     request = client.build_request(options.method, options.url, headers=headers, json=body)

@@ -32,6 +32,7 @@ class Run:
     __slots__ = (
         "_chunks",
         "answer",
+        "client",
         "cost_usd",
         "durations",
         "error",
@@ -57,6 +58,9 @@ class Run:
         self.started_at = time.time()
         self.trace_id: str | None = None
         self.span_id: str | None = None
+        #: A keyed hash of who sent the request (set by the ASGI middleware): caps one client's share of
+        #: the quality window, never the address itself.
+        self.client: str | None = None
         self.retrieved: Any = None
         self._chunks: list[Chunk] | None = None
         self.answer: str | None = None

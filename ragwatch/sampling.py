@@ -7,8 +7,11 @@ traffic kept apart, errors and slow requests always, then a per-route / per-tag 
 per-process ceiling so a traffic spike (or an error storm) cannot flood the queue and the judge budget.
 
 The rate decision hashes the trace id rather than drawing a random number, the way OpenTelemetry's
-``TraceIdRatioBased`` sampler does: every replica, and the tracing backend, then agree on whether a trace is
-in the sample, so a scored sample always has its full trace to look at.
+``TraceIdRatioBased`` sampler does: every replica then agrees on whether a trace is in the sample. With W3C
+propagation a caller chooses the trace id (``traceparent``), and an unkeyed hash would let it choose to be
+sampled — and so steer the quality windows and degraded mode. A :class:`Sampler` given a ``secret`` therefore
+hashes the trace id with that key (BLAKE2b): processes sharing the secret still agree, outsiders cannot
+predict the decision. ``RagWatch`` always passes one (``sample_secret``, else a random key per process).
 
 This runs on the request path of the watched service after every request: it allocates nothing but what
 the hash needs, never raises on what it finds in a :class:`~ragwatch.run.Run`, and is safe from any thread.
@@ -91,8 +94,12 @@ def _bound(rate: float) -> int:
     return math.ceil(rate * _TWO_64)
 
 
-def _lower64(trace_id: str) -> int:
-    """The sampling hash of a trace id: deterministic across processes, uniform over [0, 2**64)."""
+def _lower64(trace_id: str, key: bytes | None = None) -> int:
+    """The sampling hash of a trace id: deterministic across processes (sharing ``key``), uniform over
+    [0, 2**64); with a key, unpredictable to whoever chose the trace id."""
+    if key is not None:
+        digest = hashlib.blake2b(trace_id.encode("utf-8", "surrogatepass"), digest_size=8, key=key).digest()
+        return int.from_bytes(digest, "big")
     if len(trace_id) == 32 and _HEX32.fullmatch(trace_id) is not None:
         # The low half of a W3C trace id is random by spec (and what OpenTelemetry samples on).
         return int(trace_id[16:], 16)
@@ -102,14 +109,14 @@ def _lower64(trace_id: str) -> int:
     return int.from_bytes(digest, "big")
 
 
-def _chance(trace_id: object, rate: float, bound: int) -> bool:
+def _chance(trace_id: object, rate: float, bound: int, key: bytes | None = None) -> bool:
     """Whether this trace falls in a sample of ``rate``, giving the same answer in every process."""
     if rate >= 1.0:
         return True
     if rate <= 0.0:
         return False
     if isinstance(trace_id, str) and trace_id:
-        return _lower64(trace_id) < bound
+        return _lower64(trace_id, key) < bound
     # Tracing off: nothing to agree on with other processes, so an independent draw is as good as any.
     return random.random() < rate
 
@@ -159,13 +166,15 @@ class Sampler:
     ``/api`` and ``/api/ask`` but not ``/apix``) and the longest matching prefix wins. ``tag_rates`` maps
     ``"key=value"`` to a rate for runs whose tag ``key`` equals ``value``; the first match in mapping order
     wins. ``max_per_second`` caps the errors, slow requests and rate-sampled requests of this process;
-    forced requests and probes are not capped.
+    forced requests and probes are not capped. ``secret`` keys the trace-id hash (see the module docstring;
+    None: OpenTelemetry's unkeyed ``TraceIdRatioBased`` rule, which a caller choosing trace ids can steer).
     """
 
     __slots__ = (
         "_base",
         "_base_bound",
         "_bucket",
+        "_key",
         "_probe_bound",
         "_probe_rate",
         "_routes",
@@ -185,7 +194,11 @@ class Sampler:
         probe_rate: float = 0.0,
         max_per_second: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        secret: bytes | None = None,
     ) -> None:
+        if secret is not None and (not isinstance(secret, bytes) or not 1 <= len(secret) <= 64):
+            raise ConfigError("secret must be 1 to 64 bytes (a BLAKE2b key)")
+        self._key = secret
         self._base = _rate("rate", rate)
         self._base_bound = _bound(self._base)
         self._sample_errors = bool(sample_errors)
@@ -209,7 +222,7 @@ class Sampler:
         tags = run.tags
         if tags.get("probe") == "1":
             # Synthetic replay traffic would skew quality figures if mixed into the real-traffic sample.
-            return _PROBE_IN if _chance(run.trace_id, self._probe_rate, self._probe_bound) else _PROBE_OUT
+            return _PROBE_IN if _chance(run.trace_id, self._probe_rate, self._probe_bound, self._key) else _PROBE_OUT
         if self._sample_errors and run.outcome != "ok":
             return self._admit(_ERROR)
         if self._slow is not None and self._is_slow(run):
@@ -226,7 +239,7 @@ class Sampler:
                 if tags.get(key) == value:
                     rate, bound, decision = tag_rate, tag_bound, _TAG
                     break
-        if _chance(run.trace_id, rate, bound):
+        if _chance(run.trace_id, rate, bound, self._key):
             return self._admit(decision)
         return _UNSAMPLED
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -114,6 +114,22 @@ class Settings(BaseSettings):
     sample_probe_rate: float = Field(
         default=0.0, ge=0, le=1, description="Rate for replay-probe requests (0 keeps them out of samples)."
     )
+    sample_secret: SecretStr | None = Field(
+        default=None,
+        description="Key mixed into the trace-id sampling hash, so callers cannot choose sampled trace ids; "
+        "give every replica the same one (unset: a random key per process).",
+    )
+    probe_secret: SecretStr | None = Field(
+        default=None,
+        description="Shared secret that signs the x-ragwatch-probe header (ragwatch replay signs with it); "
+        "unset: only probe_sources can mark probes.",
+    )
+    probe_sources: tuple[str, ...] = Field(
+        default=(), description="Client addresses or CIDR networks whose requests may mark probes unsigned."
+    )
+    probe_max_age_seconds: float = Field(
+        default=300.0, gt=0, description="Oldest (and furthest in the future) probe signature accepted."
+    )
     sample_max_per_second: float | None = Field(
         default=50.0, gt=0, description="Ceiling on samples per second per process (caps judge cost)."
     )
@@ -209,6 +225,16 @@ class Settings(BaseSettings):
     sla_hold_seconds: float = Field(default=120.0, ge=0, description="…and only after staying there this long.")
     sla_min_dwell_seconds: float = Field(default=300.0, ge=0, description="Minimum time in a state before switching.")
     sla_evaluate_seconds: float = Field(default=5.0, gt=0, description="How often workers evaluate the window.")
+    sla_max_client_share: float = Field(
+        default=0.05,
+        gt=0,
+        le=1,
+        description="Largest share of the window one client's scores may take (1: no cap; see README).",
+    )
+    client_header: str | None = Field(
+        default=None,
+        description="Request header naming the client behind a proxy (its last value); unset: the peer address.",
+    )
     health_thresholds: dict[str, float] = Field(
         default_factory=lambda: {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35},
         description="Reporting lines per score (exported as gauges; do not switch modes).",

@@ -8,6 +8,7 @@ work lives in :mod:`ragwatch.stages`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import threading
@@ -50,6 +51,16 @@ __all__ = ["RagWatch", "Scope"]
 
 log = logging.getLogger("ragwatch")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _key(secret: Any) -> bytes | None:
+    """A settings secret as key bytes (BLAKE2b keys are at most 64 bytes: longer ones are hashed down)."""
+    if secret is None:
+        return None
+    raw = secret.get_secret_value().encode()
+    if not raw:  # an empty variable is no secret: a public key would make the hash predictable again
+        return None
+    return raw if len(raw) <= 64 else hashlib.sha256(raw).digest()
 
 
 def _score_of(item: Any) -> float | None:
@@ -180,6 +191,8 @@ class RagWatch:
             tag_rates=s.sample_tag_rates,
             probe_rate=s.sample_probe_rate,
             max_per_second=s.sample_max_per_second,
+            # Keyed so a caller's traceparent cannot pick sampled trace ids; replicas agree when they share it.
+            secret=_key(s.sample_secret) or os.urandom(32),
         )
         redactor = self._redactor
         # Popular chunks are retrieved again and again; redacting each distinct text once saves most of the

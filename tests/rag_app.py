@@ -107,21 +107,25 @@ def build_app(rw: ragwatch.RagWatch) -> Any:
     return rw.middleware(app)
 
 
+#: The probe secret the test app and the test prober share.
+PROBE_SECRET = "replay-test-secret"
+
+
 class RagApp:
     """The app on 127.0.0.1:<free port> in a background thread; ``with RagApp() as app: app.url``."""
 
-    def __init__(self, queue_url: str = "memory://replaytest", service: str = "replaytest") -> None:
+    def __init__(self, queue_url: str = "memory://replaytest", service: str = "replaytest", **settings: Any) -> None:
         self.registry = CollectorRegistry()
-        self.rw = ragwatch.RagWatch(
-            service,
-            registry=self.registry,
-            sampling=True,
-            sample_rate=1.0,
-            redis_url=queue_url,
-            degraded_mode=False,
-            tracing=False,
-            flush_interval=0.05,
-        )
+        options: dict[str, Any] = {
+            "sampling": True,
+            "sample_rate": 1.0,
+            "degraded_mode": False,
+            "tracing": False,
+            "flush_interval": 0.05,
+            "probe_secret": PROBE_SECRET,
+            **settings,
+        }
+        self.rw = ragwatch.RagWatch(service, registry=self.registry, redis_url=queue_url, **options)
         self.port = free_port()
         config = uvicorn.Config(
             build_app(self.rw),

@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 
 import ragwatch
 from ragwatch.asgi import PROBE_HEADER, RagwatchMiddleware
+from ragwatch.probe import sign_probe
 from tests.conftest import Spans, sample, stage_count
 
 
@@ -125,15 +126,24 @@ def test_metrics_endpoint_is_served_and_not_watched(watched: ragwatch.RagWatch, 
     assert stage_count(registry, "request") == 1  # the scrape itself is excluded
 
 
-def test_probe_header_marks_the_run(watched: ragwatch.RagWatch, spans: Spans) -> None:
+def test_signed_probe_header_marks_the_run(registry: CollectorRegistry, provider: Any, spans: Spans) -> None:
+    watched = ragwatch.RagWatch(
+        "svc", registry=registry, tracer_provider=provider, sampling=False, degraded_mode=False, probe_secret="s3"
+    )
+    watched._registry_for_tests = registry  # type: ignore[attr-defined]
     runs: list[ragwatch.Run] = []
     watched.add_listener(runs.append)
     with TestClient(build_fastapi(watched)) as client:
-        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: "replay"})
+        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: sign_probe("s3", "POST", "/ask")})
+        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: "replay"})  # unsigned: ignored
+        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: sign_probe("wrong", "POST", "/ask")})
+        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: sign_probe("s3", "GET", "/ask")})
         client.post("/ask", json={"question": "q"})
-    assert [r.tags.get("probe") for r in runs] == ["1", None]
+    assert [r.tags.get("probe") for r in runs] == ["1", None, None, None, None]
     roots = [s for s in spans.all() if s.name == "rag svc"]
-    assert [s.attributes.get("ragwatch.probe") for s in roots] == [True, None]
+    assert [s.attributes.get("ragwatch.probe") for s in roots] == [True, None, None, None, None]
+    assert sample(registry, "ragwatch_probe_headers_total", service="svc", outcome="accepted") == 1
+    assert sample(registry, "ragwatch_probe_headers_total", service="svc", outcome="ignored") == 3
 
 
 def test_plain_starlette_with_include_filter(registry: CollectorRegistry, rw: ragwatch.RagWatch) -> None:

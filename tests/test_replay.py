@@ -26,7 +26,7 @@ from ragwatch.replay import ProbeResult, ReplayOptions, extract, parse_duration,
 from ragwatch.replay_source import GoldenSetError, Question, load_golden, similarity, tokens, traffic_questions
 from ragwatch.worker import Worker
 from tests.conftest import sample
-from tests.rag_app import DOCS, RagApp, retrieve
+from tests.rag_app import DOCS, PROBE_SECRET, RagApp, retrieve
 from tests.servers import free_port
 
 HEALTHY = [
@@ -62,6 +62,7 @@ def app() -> Iterator[RagApp]:
 
 
 def options(app: RagApp, golden: str | None = None, **kw: Any) -> ReplayOptions:
+    kw.setdefault("probe_secret", PROBE_SECRET)
     return ReplayOptions(url=app.url + "/ask", service="replaytest", golden=golden, progress=False, **kw)
 
 
@@ -245,17 +246,19 @@ def test_probe_header_keeps_probes_out_of_samples(app: RagApp, tmp_path: Path, c
 
     assert decisions("skipped", "probe") == 4
     assert decisions("sampled", "rate") == 0
-    # the same question without the header is a user request: sampled at rate 1
+    # the same question without the header is a user request: sampled at rate 1; so is one whose probe mark
+    # anybody could have written (unsigned), and one a prober without the right secret signed
     httpx.post(app.url + "/ask", json={"question": HEALTHY[0]["question"]}, timeout=5)
     httpx.post(app.url + "/ask", json={"question": "x"}, headers={PROBE_HEADER: "1"}, timeout=5)
-    assert decisions("sampled", "rate") == 1
-    assert decisions("skipped", "probe") == 5
+    quiet_run(options(app, golden, probe_secret="not-the-secret"), capsys)
+    assert decisions("sampled", "rate") == 6
+    assert decisions("skipped", "probe") == 4
     queue = open_queue("memory://replaytest", "replaytest")
     deadline = time.monotonic() + 5
-    while queue.stats().length < 1 and time.monotonic() < deadline:
+    while queue.stats().length < 6 and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(0.2)
-    assert queue.stats().length == 1  # only the user request reached the sample stream
+    assert queue.stats().length == 6  # only the signed probes stayed out of the sample stream
 
 
 def test_traffic_questions_replayed_with_historical_drift(
