@@ -7,6 +7,10 @@ a hold time the recovered value must last, and a minimum dwell in either state. 
 error breaker: scores arrive asynchronously from the workers, so decisions lag requests by the scoring
 delay, and both the window and the state live in the queue's store so they survive worker restarts.
 
+One client must not be able to flip the mode for everyone by sending a minority of crafted traffic, so
+with ``max_client_share`` below 1 no single client's scores count for more than that share of the window
+(see :func:`window_value`).
+
 Everything here is pure: :func:`step` maps (policy, state, window, now) to the next state, so the
 anti-flapping behaviour is tested on simulated score streams without any I/O.
 """
@@ -41,8 +45,12 @@ class Policy:
     margin: float = 0.05
     hold_seconds: float = 120.0
     min_dwell_seconds: float = 300.0
+    #: Largest share of the window one client's scores may take (1.0: no cap).
+    max_client_share: float = 1.0
 
     def __post_init__(self) -> None:
+        if not 0 < self.max_client_share <= 1:
+            raise ConfigError(f"degraded-mode max_client_share must be within (0, 1], got {self.max_client_share}")
         if self.direction not in ("min", "max"):
             raise ConfigError(f"degraded-mode direction must be 'min' or 'max', got {self.direction!r}")
         if not 0 <= self.threshold <= 1:
@@ -125,13 +133,46 @@ def effective(state: ModeState) -> bool:
     return state.degraded
 
 
-def window_value(points: Sequence[tuple[float, float]], policy: Policy, now: float) -> tuple[float | None, int]:
-    """Mean of the newest ``window_samples`` scores no older than ``window_seconds``, and how many."""
+def window_value(points: Sequence[tuple[Any, ...]], policy: Policy, now: float) -> tuple[float | None, int]:
+    """Mean of the newest ``window_samples`` scores no older than ``window_seconds``, and how many.
+
+    Points are ``(time, value)`` or ``(time, value, client)``, newest first. With ``max_client_share`` < 1
+    each client keeps only its newest ``quota`` points, where ``quota`` is that share of the fresh points —
+    but never less than an even split between the clients seen (so a service whose traffic all comes from
+    one address, a proxy say, still has a window). Points with no client id ("") are not capped. The cap is
+    applied before the window is cut to ``window_samples``, so a flood from one client cannot push the
+    others' scores out of the window either.
+    """
     horizon = now - policy.window_seconds
-    values = [v for t, v in points if t >= horizon and math.isfinite(v)][: policy.window_samples]
+    fresh = [p for p in points if p[0] >= horizon and math.isfinite(p[1])]
+    if policy.max_client_share < 1.0:
+        fresh = _cap_clients(fresh, policy.max_client_share)
+    values = [p[1] for p in fresh[: policy.window_samples]]
     if not values:
         return None, 0
     return sum(values) / len(values), len(values)
+
+
+def _cap_clients(points: list[tuple[Any, ...]], share: float) -> list[tuple[Any, ...]]:
+    counts: dict[str, int] = {}
+    for point in points:
+        client = point[2] if len(point) > 2 else ""
+        if client:
+            counts[client] = counts.get(client, 0) + 1
+    if not counts:
+        return points
+    n = len(points)
+    quota = max(math.ceil(share * n), math.ceil(n / len(counts)))
+    kept: list[tuple[Any, ...]] = []
+    taken: dict[str, int] = {}
+    for point in points:
+        client = point[2] if len(point) > 2 else ""
+        if client:
+            if taken.get(client, 0) >= quota:
+                continue
+            taken[client] = taken.get(client, 0) + 1
+        kept.append(point)
+    return kept
 
 
 def step(policy: Policy, state: ModeState, value: float | None, samples: int, now: float) -> ModeState:

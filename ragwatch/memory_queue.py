@@ -56,7 +56,7 @@ class MemoryQueue(Queue):
         self._totals: dict[str, list[float]] = {}
         self._workers: dict[str, float] = {}
         self._window_cap = window_cap
-        self._windows: dict[str, deque[tuple[float, float]]] = {}
+        self._windows: dict[str, deque[tuple[float, float, str]]] = {}
         self._mode = ModeState()
         self._mode_changed = threading.Condition()
         self._cond = threading.Condition()
@@ -174,7 +174,14 @@ class MemoryQueue(Queue):
             )
             self._pel.pop(entry.id, None)
 
-    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
+    def apply(
+        self,
+        sample_id: str,
+        record: bytes,
+        values: Mapping[str, float],
+        at: float | None = None,
+        client: str | None = None,
+    ) -> bool:
         stamp = time.time() if at is None else at
         with self._cond:
             hour = int(stamp // 3600)
@@ -195,10 +202,14 @@ class MemoryQueue(Queue):
                 window = self._windows.get(metric)
                 if window is None:
                     window = self._windows[metric] = deque(maxlen=self._window_cap)
-                window.appendleft((stamp, float(value)))
+                window.appendleft((stamp, float(value), client or ""))
             return True
 
     def window(self, metric: str, count: int) -> list[tuple[float, float]]:
+        with self._cond:
+            return [(stamp, value) for stamp, value, _ in list(self._windows.get(metric, ()))[:count]]
+
+    def window_clients(self, metric: str, count: int) -> list[tuple[float, float, str]]:
         with self._cond:
             return list(self._windows.get(metric, ()))[:count]
 

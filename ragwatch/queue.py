@@ -46,8 +46,11 @@ class QueueStats:
     dead: int  # entries in the dead-letter stream
 
 
-#: One score to apply: (sample id, record, values, time).
-Applied = tuple[str, bytes, Mapping[str, float], "float | None"]
+#: One score to apply: (sample id, record, values, time), optionally followed by the sample's client id.
+Applied = (
+    tuple[str, bytes, Mapping[str, float], "float | None"]
+    | tuple[str, bytes, Mapping[str, float], "float | None", "str | None"]
+)
 
 
 class Queue(ABC):
@@ -98,10 +101,18 @@ class Queue(ABC):
         """Move an entry to the dead-letter stream with its error, and acknowledge it, atomically."""
 
     @abstractmethod
-    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
+    def apply(
+        self,
+        sample_id: str,
+        record: bytes,
+        values: Mapping[str, float],
+        at: float | None = None,
+        client: str | None = None,
+    ) -> bool:
         """Store a score record, add ``values`` to the per-metric totals and push them (stamped ``at``,
-        default now) onto each metric's rolling window — all once per sample id, atomically.
-        Returns False (and changes nothing) when this sample was applied before."""
+        default now, and tagged with the request's ``client`` id) onto each metric's rolling window — all
+        once per sample id, atomically. Returns False (and changes nothing) when this sample was applied
+        before."""
 
     def apply_many(self, items: Sequence[Applied]) -> list[bool]:
         """:meth:`apply` for a batch, in one round trip where the backend can; results in order."""
@@ -117,6 +128,10 @@ class Queue(ABC):
     @abstractmethod
     def window(self, metric: str, count: int) -> list[tuple[float, float]]:
         """The newest ``count`` (time, value) points of a metric's window, newest first."""
+
+    def window_clients(self, metric: str, count: int) -> list[tuple[float, float, str]]:
+        """:meth:`window` with each point's client id ("" when unknown), for the per-client cap."""
+        return [(stamp, value, "") for stamp, value in self.window(metric, count)]
 
     # -- degraded mode ----------------------------------------------------------------------------------
     @abstractmethod

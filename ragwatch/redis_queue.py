@@ -36,8 +36,9 @@ FIELD = "s"  # the stream entry field holding the encoded sample
 
 # KEYS: legacy per-sample marker, this hour's applied set, the previous hour's, scores stream, totals hash,
 # then one window list per metric (in ARGV order).
-# ARGV: sample id, expire-at of this hour's set, scores maxlen, record, time, window cap, then metric, value
-# pairs. The previous hour is checked too: a sample stamped "now" (its producer's clock ran ahead) and
+# ARGV: sample id, expire-at of this hour's set, scores maxlen, record, time, window cap, point suffix
+# (" <client id>" or ""), then metric, value pairs. A window point is "time value" or "time value client".
+# The previous hour is checked too: a sample stamped "now" (its producer's clock ran ahead) and
 # redelivered after the hour turned must still be found.
 _APPLY = """
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 or redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1
@@ -48,10 +49,10 @@ redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('EXPIREAT', KEYS[2], ARGV[2])
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'r', ARGV[4])
 local w = 6
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   redis.call('HINCRBY', KEYS[5], ARGV[i] .. ':n', 1)
   redis.call('HINCRBYFLOAT', KEYS[5], ARGV[i] .. ':sum', ARGV[i + 1])
-  redis.call('LPUSH', KEYS[w], ARGV[5] .. ' ' .. ARGV[i + 1])
+  redis.call('LPUSH', KEYS[w], ARGV[5] .. ' ' .. ARGV[i + 1] .. ARGV[7])
   redis.call('LTRIM', KEYS[w], 0, tonumber(ARGV[6]) - 1)
   w = w + 1
 end
@@ -416,14 +417,20 @@ class RedisQueue(Queue):
             self._run("dead_letter", [self.keys.dead, self.keys.samples], args)
 
     def _apply_call(
-        self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None
+        self,
+        sample_id: str,
+        record: bytes,
+        values: Mapping[str, float],
+        at: float | None = None,
+        client: str | None = None,
     ) -> tuple[list[str], list[Any]]:
         stamp = time.time() if at is None else at
         hour = int(stamp // 3600)
         # the whole hour's set goes ttl after the hour of its last write ends (a sample stamped long ago
         # but applied now stays idempotent for ttl from now)
         expire_at = (int(time.time() // 3600) + 1) * 3600 + self._applied_ttl
-        args: list[Any] = [sample_id, expire_at, self._scores_maxlen, record, repr(stamp), self._window_cap]
+        suffix = f" {client}" if client and client.isalnum() and len(client) <= 32 else ""
+        args: list[Any] = [sample_id, expire_at, self._scores_maxlen, record, repr(stamp), self._window_cap, suffix]
         keys = [
             self.keys.applied(sample_id),
             self.keys.applied_hour(hour),
@@ -436,8 +443,15 @@ class RedisQueue(Queue):
             keys.append(self.keys.window(metric))
         return keys, args
 
-    def apply(self, sample_id: str, record: bytes, values: Mapping[str, float], at: float | None = None) -> bool:
-        keys, args = self._apply_call(sample_id, record, values, at)
+    def apply(
+        self,
+        sample_id: str,
+        record: bytes,
+        values: Mapping[str, float],
+        at: float | None = None,
+        client: str | None = None,
+    ) -> bool:
+        keys, args = self._apply_call(sample_id, record, values, at, client)
         with _translated("apply"):
             return bool(self._run("apply", keys, args))
 
@@ -461,13 +475,17 @@ class RedisQueue(Queue):
             raise errors[0]
 
     def window(self, metric: str, count: int) -> list[tuple[float, float]]:
+        return [(stamp, value) for stamp, value, _ in self.window_clients(metric, count)]
+
+    def window_clients(self, metric: str, count: int) -> list[tuple[float, float, str]]:
         with _translated("LRANGE"):
             items = self.client.lrange(self.keys.window(metric), 0, max(0, count - 1))
         points = []
         for item in items:
-            stamp, _, value = _text(item).partition(" ")
+            stamp, _, rest = _text(item).partition(" ")
+            value, _, client = rest.partition(" ")
             with contextlib.suppress(ValueError):
-                points.append((float(stamp), float(value)))
+                points.append((float(stamp), float(value), client[:32]))
         return points
 
     def read_mode(self) -> ModeState:

@@ -96,6 +96,7 @@ class Sample:
     tokens_estimated: bool = False
     cost_usd: float | None = None
     route: str | None = None
+    client: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     outcome: str = "ok"
     error: str | None = None
@@ -216,6 +217,7 @@ def build_record(
         "tokens_estimated": bool(usage and usage.estimated),
         "cost_usd": run.cost_usd,
         "route": _short(run.route, redact_chunk),  # routes repeat too
+        "client": run.client,  # a keyed hash (see ragwatch.asgi), never the address
         "tags": _tags(run.tags, redact),
         "outcome": run.outcome,
         "error": safe_label(run.error) if isinstance(run.error, str) else run.error,

@@ -312,6 +312,7 @@ class Settings(BaseSettings):
             margin=self.sla_margin,
             hold_seconds=self.sla_hold_seconds,
             min_dwell_seconds=self.sla_min_dwell_seconds,
+            max_client_share=self.sla_max_client_share,
         )
 
     @field_validator("redact")

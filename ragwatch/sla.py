@@ -32,16 +32,19 @@ class SLAEvaluator:
         self.policy = policy
         self.health = dict(health or {})
         self.metrics = metrics
+        # With a per-client cap, read past the window's size: capped points leave room for older ones.
+        share = policy.max_client_share
+        self._depth = policy.window_samples if share >= 1 else min(5 * policy.window_samples, 1000)
 
     def tick(self, now: float | None = None) -> ModeState:
         """Evaluate once; returns the state in force afterwards."""
         now = time.time() if now is None else now
         policy = self.policy
-        value, samples = window_value(self.queue.window(policy.metric, policy.window_samples), policy, now)
+        value, samples = window_value(self.queue.window_clients(policy.metric, self._depth), policy, now)
         self._export(policy.metric, value, samples, policy.threshold)
         for metric, threshold in self.health.items():
             if metric != policy.metric:
-                v, n = window_value(self.queue.window(metric, policy.window_samples), policy, now)
+                v, n = window_value(self.queue.window_clients(metric, self._depth), policy, now)
                 self._export(metric, v, n, threshold)
         state = self.queue.read_mode()
         new = step(policy, state, value, samples, now)

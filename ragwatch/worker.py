@@ -226,7 +226,7 @@ class Worker:
         be encoded is dead-lettered alone and never takes the good entries of its batch with it.
         """
         assert self._pool is not None
-        jobs: dict[Future[ScoreRecord], Entry] = {}
+        jobs: dict[Future[ScoreRecord], tuple[Entry, str | None]] = {}
         for entry in entries:
             if entry.deliveries > self.max_deliveries:
                 self._dead(entry, f"gave up after {entry.deliveries - 1} failed deliveries", "dead_lettered")
@@ -241,22 +241,28 @@ class Worker:
             except SampleDecodeError as exc:
                 self._dead(entry, f"malformed: {exc}", "malformed")
                 continue
-            jobs[self._pool.submit(self._score, sample)] = entry
+            client = sample.client if isinstance(sample.client, str) else None
+            jobs[self._pool.submit(self._score, sample)] = (entry, client)
         scored: list[tuple[Entry, ScoreRecord, bytes]] = []
+        clients: list[str | None] = []
         waiting = set(jobs)
         while waiting:  # the loop counts as alive while samples finish (honest /livez under slow judges)
             done, waiting = wait(waiting, timeout=1.0, return_when=FIRST_COMPLETED)
             if done:
                 self.last_loop = time.monotonic()
             for future in done:
-                entry = jobs[future]
+                entry, client = jobs[future]
                 try:
                     record = future.result()
                     scored.append((entry, record, orjson.dumps(record)))
+                    clients.append(client)
                 except Exception as exc:
                     self._failed(entry, exc)
         now = time.time()
-        items = [(r.sample_id, raw, r.scores, min(r.created_at, now)) for _, r, raw in scored]
+        items = [
+            (r.sample_id, raw, r.scores, min(r.created_at, now), client)
+            for (_, r, raw), client in zip(scored, clients, strict=True)
+        ]
         fresh = self._apply(items)
         service = self.queue.service
         shed: list[str] = []
