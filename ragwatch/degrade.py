@@ -23,8 +23,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import ConfigError
+from .labels import safe_text
 
-__all__ = ["OVERRIDES", "ModeState", "Policy", "effective", "step", "window_value"]
+__all__ = ["MAX_REASON_CHARS", "OVERRIDES", "ModeState", "Policy", "effective", "override_lost", "step", "window_value"]
+
+#: Longest reason kept from the store: anyone who can write to Redis can write the reason.
+MAX_REASON_CHARS = 300
 
 #: What an operator can force with ``ragwatch degrade on|off|auto``.
 OVERRIDES = ("auto", "on", "off")
@@ -113,7 +117,7 @@ class ModeState:
             return cls(
                 degraded=f.get("degraded") == "1",
                 since=float(f.get("since") or 0.0),
-                reason=f.get("reason", ""),
+                reason=safe_text(f.get("reason", ""), MAX_REASON_CHARS),
                 value=float(f["value"]) if f.get("value") else None,
                 samples=int(f.get("samples") or 0),
                 recovering_since=float(f["recovering_since"]) if f.get("recovering_since") else None,
@@ -122,6 +126,12 @@ class ModeState:
             )
         except (TypeError, ValueError):
             return cls()
+
+
+def override_lost(state: ModeState, last_override: str) -> bool:
+    """Whether the store forgot an operator's override: it reads as never written (version 0, as after a
+    Redis restart without persistence) while this process last saw ``on`` or ``off`` in force."""
+    return state.version == 0 and state.override == "auto" and last_override in ("on", "off")
 
 
 def effective(state: ModeState) -> bool:

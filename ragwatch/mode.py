@@ -8,12 +8,13 @@ transition at a time, and their errors are contained.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
 from collections.abc import Callable
 
-from .degrade import ModeState, effective
+from .degrade import ModeState, effective, override_lost
 from .guard import Guard
 from .metrics import ModeMetrics
 from .queue import Queue
@@ -21,6 +22,8 @@ from .queue import Queue
 __all__ = ["ModeWatcher"]
 
 Callback = Callable[[ModeState, ModeState], None]
+
+log = logging.getLogger("ragwatch.mode")
 
 
 class ModeWatcher:
@@ -37,6 +40,7 @@ class ModeWatcher:
         self.refresh_seconds = refresh_seconds
         self.state = ModeState()
         self.degraded = False
+        self._last_override = "auto"  # the operator's override as last read, re-asserted if the store forgets
         self.callbacks: list[Callback] = list(callbacks or [])
         self._guard = guard
         service = queue.service
@@ -83,6 +87,16 @@ class ModeWatcher:
     def refresh(self) -> ModeState:
         """Re-read the shared state now (the thread does this by itself)."""
         new = self.queue.read_mode()
+        if override_lost(new, self._last_override):
+            new = self.queue.set_override(self._last_override)
+            log.warning(
+                "ragwatch: degraded-mode state of %s was missing from the queue store (restarted empty?); "
+                "re-asserted the operator override %r",
+                self.queue.service,
+                self._last_override,
+            )
+        if new.version:
+            self._last_override = new.override
         old = self.state
         if new.version != old.version or new != old:
             self.state = new

@@ -11,7 +11,8 @@ import logging
 import time
 from collections.abc import Mapping
 
-from .degrade import ModeState, Policy, step, window_value
+from .degrade import ModeState, Policy, override_lost, step, window_value
+from .labels import safe_text
 from .metrics import WorkerMetrics
 from .queue import Queue
 
@@ -32,6 +33,7 @@ class SLAEvaluator:
         self.policy = policy
         self.health = dict(health or {})
         self.metrics = metrics
+        self._last_override = "auto"  # as last read; re-asserted when the store comes back empty
         # With a per-client cap, read past the window's size: capped points leave room for older ones.
         share = policy.max_client_share
         self._depth = policy.window_samples if share >= 1 else min(5 * policy.window_samples, 1000)
@@ -47,6 +49,16 @@ class SLAEvaluator:
                 v, n = window_value(self.queue.window_clients(metric, self._depth), policy, now)
                 self._export(metric, v, n, threshold)
         state = self.queue.read_mode()
+        if override_lost(state, self._last_override):
+            state = self.queue.set_override(self._last_override)
+            log.warning(
+                "ragwatch: degraded-mode state of %s was missing from the queue store (restarted empty?); "
+                "re-asserted the operator override %r",
+                self.queue.service,
+                self._last_override,
+            )
+        if state.version:
+            self._last_override = state.override
         new = step(policy, state, value, samples, now)
         if new is state or not self.queue.write_mode(new, state.version):
             return state
@@ -54,7 +66,7 @@ class SLAEvaluator:
             to = "degraded" if new.degraded else "normal"
             if self.metrics is not None:
                 self.metrics.transitions.labels(self.queue.service, to).inc()
-            log.warning("ragwatch: service %s enters %s mode: %s", self.queue.service, to, new.reason)
+            log.warning("ragwatch: service %s enters %s mode: %s", self.queue.service, to, safe_text(new.reason))
         return new
 
     def _export(self, metric: str, value: float | None, samples: int, threshold: float) -> None:
