@@ -1,0 +1,345 @@
+"""Hostile callers against a real service: uvicorn serving a Starlette app behind ragwatch, real Redis, a
+real worker. Each test is one hole an adversarial review found (issue 14) and fails on the code before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import uvicorn
+from opentelemetry import context as otel_context
+from opentelemetry import propagate
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+import ragwatch
+from ragwatch.asgi import PROBE_HEADER
+from ragwatch.degrade import ModeState, Policy, window_value
+from ragwatch.judges.base import Verdict
+from ragwatch.mode import ModeWatcher
+from ragwatch.probe import sign_probe
+from ragwatch.queue import open_queue
+from ragwatch.sample import Sample
+from ragwatch.sla import SLAEvaluator
+from ragwatch.worker import Worker
+from tests.conftest import sample
+from tests.servers import free_port
+
+SERVICE = "hardened"
+
+
+class Propagate:
+    """W3C trace-context extraction, as OpenTelemetry's ASGI instrumentation does it in front of an app: the
+    caller's ``traceparent`` becomes the parent of everything the request does."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        token = otel_context.attach(propagate.extract(carrier))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            otel_context.detach(token)
+
+
+def build_app(rw: ragwatch.RagWatch, seen: list[dict[str, str]]) -> Any:
+    @rw.retriever
+    def retrieve(question: str) -> list[dict[str, Any]]:
+        return [{"id": "kb-1", "text": "Annual leave is 15 days.", "score": 0.9}]
+
+    @rw.llm(model="gpt-4o-mini")
+    def generate(question: str, model: str) -> dict[str, Any]:
+        return {
+            "model": model,
+            "choices": [{"message": {"content": f"Annual leave is 15 days. ({question[:20]})"}}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 8},
+        }
+
+    async def ask(request: Request) -> JSONResponse:
+        seen.append(dict(request.headers))
+        body = await request.json()
+        question = body["question"]
+        if body.get("fail"):
+            raise ValueError(f"no account for {question}")
+        retrieve(question)
+        return JSONResponse({"answer": generate(question, body.get("model", "gpt-4o-mini"))})
+
+    app = Starlette(routes=[Route("/ask", ask, methods=["POST"])])
+    return Propagate(rw.middleware(app))
+
+
+class Served:
+    """An ASGI app on 127.0.0.1:<free port> under uvicorn, in a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        self.port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+def watch(redis_url: str, spans: InMemorySpanExporter | None = None, **settings: Any) -> ragwatch.RagWatch:
+    provider = TracerProvider()
+    if spans is not None:
+        provider.add_span_processor(SimpleSpanProcessor(spans))
+    options: dict[str, Any] = {
+        "registry": CollectorRegistry(),
+        "tracer_provider": provider,
+        "redis_url": redis_url,
+        "sample_rate": 1.0,
+        "degraded_mode": False,
+        "flush_interval": 0.05,
+        **settings,
+    }
+    rw = ragwatch.RagWatch(SERVICE, **options)
+    rw._test_registry = options["registry"]  # type: ignore[attr-defined]
+    return rw
+
+
+def stream_samples(redis_url: str) -> list[bytes]:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return [fields[b"s"] for _, fields in client.xrange(f"ragwatch:{{{SERVICE}}}:samples")]
+    finally:
+        client.close()
+
+
+# -- probes ------------------------------------------------------------------------------------------------
+
+
+def test_probe_marks_are_authenticated_counted_and_never_reach_the_app(redis_url: str) -> None:
+    rw = watch(redis_url, probe_secret="k8s-secret", tracing=False)
+    seen: list[dict[str, str]] = []
+    with Served(build_app(rw, seen)) as served:
+        signed = sign_probe("k8s-secret", "POST", "/ask")
+        stale = sign_probe("k8s-secret", "POST", "/ask", now=time.time() - 3600)
+        other_path = sign_probe("k8s-secret", "POST", "/other")
+        for mark in (signed, "1", "replay", stale, other_path, sign_probe("guess", "POST", "/ask")):
+            # a failing request: an attacker's favourite thing to hide from sampling
+            httpx.post(served.url + "/ask", json={"question": "q", "fail": True}, headers={PROBE_HEADER: mark})
+        rw.flush(5)
+    rw.close(2)
+    assert all(PROBE_HEADER not in headers for headers in seen)  # stripped before the app saw the request
+    reg = rw_registry(rw)
+    assert sample(reg, "ragwatch_probe_headers_total", service=SERVICE, outcome="accepted") == 1
+    assert sample(reg, "ragwatch_probe_headers_total", service=SERVICE, outcome="ignored") == 5
+    assert sample(reg, "ragwatch_sampling_decisions_total", service=SERVICE, decision="skipped", reason="probe") == 1
+    assert sample(reg, "ragwatch_sampling_decisions_total", service=SERVICE, decision="sampled", reason="error") == 5
+    assert len(stream_samples(redis_url)) == 5  # the five forged probes were scored like any failing request
+
+
+def test_probe_sources_allow_list(redis_url: str) -> None:
+    rw = watch(redis_url, probe_sources=("10.0.0.0/8",), tracing=False)
+    with Served(build_app(rw, [])) as served:
+        httpx.post(served.url + "/ask", json={"question": "q"}, headers={PROBE_HEADER: "1"})  # from 127.0.0.1
+    rw.close(2)
+    assert sample(rw_registry(rw), "ragwatch_probe_headers_total", service=SERVICE, outcome="ignored") == 1
+    rw = watch(redis_url, probe_sources=("127.0.0.1",), tracing=False)
+    with Served(build_app(rw, [])) as served:
+        httpx.post(served.url + "/ask", json={"question": "q"}, headers={PROBE_HEADER: "1"})
+    rw.close(2)
+    assert sample(rw_registry(rw), "ragwatch_probe_headers_total", service=SERVICE, outcome="accepted") == 1
+
+
+def rw_registry(rw: ragwatch.RagWatch) -> CollectorRegistry:
+    return rw._test_registry  # type: ignore[attr-defined,no-any-return]
+
+
+# -- sampling cannot be steered by traceparent -----------------------------------------------------------
+
+
+def test_crafted_traceparents_sample_at_the_configured_rate(redis_url: str) -> None:
+    """A trace id whose low 64 bits are 0 is sampled at any rate by the unkeyed (OpenTelemetry) rule; with the
+    keyed hash, 300 such crafted requests must be sampled like any others: binomial(300, 0.1), whose 5-sigma
+    range is 30 ± 26. Before the fix all 300 were sampled."""
+    rw = watch(redis_url, sample_rate=0.1, sample_secret="deployment-key", sample_max_per_second=100_000)
+    n = 300
+    with Served(build_app(rw, [])) as served, httpx.Client() as client:
+        for i in range(n):
+            trace_id = f"{i:016x}" + "0" * 16
+            client.post(
+                served.url + "/ask", json={"question": "q"}, headers={"traceparent": f"00-{trace_id}-{i + 1:016x}-01"}
+            )
+        rw.flush(5)
+    rw.close(2)
+    sampled = sample(
+        rw_registry(rw), "ragwatch_sampling_decisions_total", service=SERVICE, decision="sampled", reason="rate"
+    )
+    assert 4 <= sampled <= 56, sampled
+
+
+def test_replicas_sharing_the_secret_agree_and_others_do_not() -> None:
+    from ragwatch.run import Run
+    from ragwatch.sampling import Sampler
+
+    a, b = Sampler(0.3, secret=b"shared"), Sampler(0.3, secret=b"shared")
+    c = Sampler(0.3, secret=b"another deployment")
+    runs = []
+    for i in range(2000):
+        run = Run("svc")
+        run.trace_id = f"{i:032x}"
+        runs.append(run)
+    da = [a.decide(r).sampled for r in runs]
+    assert da == [b.decide(r).sampled for r in runs]
+    assert da != [c.decide(r).sampled for r in runs]
+    assert 500 <= sum(da) <= 700  # 0.3 of 2000 = 600, sd 20
+
+
+# -- one client cannot flip degraded mode ----------------------------------------------------------------
+
+
+class TopicJudge:
+    """Scores context precision from the question: the attacker's off-topic questions get 0."""
+
+    name = "topic"
+    version = "1"
+
+    def score(self, s: Sample) -> Verdict:
+        return Verdict(scores={"context_precision_3": 0.0 if "off-topic" in (s.question or "") else 0.9})
+
+
+def test_one_client_cannot_switch_degraded_mode_for_everyone(redis_url: str) -> None:
+    """70 users send 2 questions each; one client sends 30 % of all traffic, every question off-topic. The
+    uncapped window mean is 0.63 (< 0.65: degraded for everyone); capped at 5 % per client it stays 0.84."""
+    rw = watch(redis_url, tracing=False, client_header="x-forwarded-for", sample_max_per_second=100_000)
+    with Served(build_app(rw, [])) as served, httpx.Client() as client:
+        for round_ in range(2):
+            for user in range(70):
+                ip = f"203.0.113.{user + 1}"
+                headers = {"x-forwarded-for": f"1.2.3.4, {ip}"}  # a forged first hop, then our proxy's
+                client.post(served.url + "/ask", json={"question": f"leave {round_}"}, headers=headers)
+            for _ in range(30):
+                headers = {"x-forwarded-for": "198.51.100.66"}
+                client.post(served.url + "/ask", json={"question": "off-topic spam"}, headers=headers)
+        assert rw.flush(10)
+    rw.close(2)
+    settings = ragwatch.settings.load_settings(service=SERVICE, sla_min_dwell_seconds=0, sla_hold_seconds=0)
+    queue = open_queue(redis_url, SERVICE)
+    assert Worker(queue, [TopicJudge()], concurrency=2, batch=100, block_ms=100).work(burst=True, max_seconds=60) == 200
+    points = queue.window_clients("context_precision_3", 1000)
+    assert len(points) == 200
+    assert len({c for _, _, c in points}) == 71
+    assert all(re.fullmatch(r"[0-9a-f]{12}", c) for _, _, c in points)  # hashed: no address in Redis
+    policy = settings.sla_policy()
+    assert policy.max_client_share == 0.05
+    uncapped, _ = window_value(points, Policy(**{**_fields(policy), "max_client_share": 1.0}), time.time())
+    assert uncapped is not None and uncapped < policy.threshold  # what the window said before the cap
+    state = SLAEvaluator(queue, policy).tick()
+    assert not state.degraded, state
+    assert state is not None and queue.read_mode().degraded is False
+    value, n = window_value(points, policy, time.time())
+    assert value is not None and value > 0.8 and n == 150  # 140 users' scores + the attacker's 10
+    queue.close()
+
+
+def _fields(policy: Policy) -> dict[str, Any]:
+    return {name: getattr(policy, name) for name in Policy.__dataclass_fields__}
+
+
+# -- the operator override survives an empty Redis ----------------------------------------------------------
+
+
+def test_override_is_reasserted_after_redis_comes_back_empty(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    from ragwatch.guard import Guard
+
+    queue = open_queue(redis_url, SERVICE)
+    queue.set_override("on")
+    watcher = ModeWatcher(queue, guard=Guard(None))
+    evaluator = SLAEvaluator(queue, Policy(min_dwell_seconds=0, hold_seconds=0))
+    assert watcher.refresh().override == "on" and watcher.degraded
+    evaluator.tick()
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()  # what a Redis restart without persistence leaves
+    with caplog.at_level(logging.WARNING):
+        assert evaluator.tick().override == "on"  # the worker noticed first
+    assert queue.read_mode().override == "on"
+    assert "re-asserted the operator override 'on'" in caplog.text
+    client.flushall()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        watcher.refresh()
+    assert watcher.degraded and queue.read_mode().override == "on"  # the service noticed too
+    assert "re-asserted the operator override 'on'" in caplog.text
+    queue.set_override("auto")  # an operator's explicit "auto", once seen, is not undone
+    watcher.refresh()
+    evaluator.tick()
+    client.flushall()
+    watcher.refresh()
+    evaluator.tick()
+    assert queue.read_mode().override == "auto"
+    client.close()
+    queue.close()
+
+
+def test_stored_reason_is_capped_and_cleaned(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    hostile = "ok\n2026-01-01 CRITICAL forged log line\x1b[31m" + "A" * 100_000
+    client.hset(f"ragwatch:{{{SERVICE}}}:mode", mapping={"degraded": "1", "reason": hostile, "version": "3"})
+    client.close()
+    queue = open_queue(redis_url, SERVICE)
+    reason = queue.read_mode().reason
+    queue.close()
+    assert len(reason) <= 300
+    assert "\n" not in reason and "\x1b" not in reason
+    assert reason.startswith("ok?2026-01-01")
+
+
+def test_mode_state_from_fields_sanitizes() -> None:
+    state = ModeState.from_fields({"reason": "\u202eevil\r\n" * 100})
+    assert state.reason.isprintable() and len(state.reason) <= 300
+
+
+# -- labels and logs stay bounded ------------------------------------------------------------------------
+
+
+def test_huge_model_ids_do_not_blow_up_metrics_or_logs(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    rw = watch(redis_url, tracing=False)
+    with caplog.at_level(logging.WARNING), Served(build_app(rw, [])) as served, httpx.Client() as client:
+        for i in range(80):
+            model = f"m{i}-" + "x" * 100_000 + "\n"
+            client.post(served.url + "/ask", json={"question": "q", "model": model})
+        rw.flush(5)
+    rw.close(2)
+    page = generate_latest(rw_registry(rw))
+    assert len(page) < 1_000_000, len(page)  # 64 models of at most 128 characters; was 199 MB with 100 KB ids
+    labels = re.findall(rb'model="([^"]*)"', page)
+    assert labels and max(len(v) for v in labels) <= 130 * 3  # 128 characters (UTF-8 "…" is 3 bytes)
+    assert all(len(record.getMessage()) < 2000 for record in caplog.records)
+    assert all(len(s) < 100_000 for s in stream_samples(redis_url))
