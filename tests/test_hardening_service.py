@@ -63,11 +63,15 @@ def build_app(rw: ragwatch.RagWatch, seen: list[dict[str, str]]) -> Any:
     def retrieve(question: str) -> list[dict[str, Any]]:
         return [{"id": "kb-1", "text": "Annual leave is 15 days.", "score": 0.9}]
 
+    @rw.retriever
+    def retrieve_these(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return chunks
+
     @rw.llm(model="gpt-4o-mini")
     def generate(question: str, model: str) -> dict[str, Any]:
         return {
             "model": model,
-            "choices": [{"message": {"content": f"Annual leave is 15 days. ({question[:20]})"}}],
+            "choices": [{"message": {"content": f"Annual leave is 15 days. ({question[-90:]})"}}],
             "usage": {"prompt_tokens": 12, "completion_tokens": 8},
         }
 
@@ -75,12 +79,17 @@ def build_app(rw: ragwatch.RagWatch, seen: list[dict[str, str]]) -> Any:
         seen.append(dict(request.headers))
         body = await request.json()
         question = body["question"]
+        if body.get("force"):
+            ragwatch.force_sample(body["force"])
         if body.get("fail"):
             raise ValueError(f"no account for {question}")
-        retrieve(question)
+        if body.get("chunks"):
+            retrieve_these(body["chunks"])
+        else:
+            retrieve(question)
         return JSONResponse({"answer": generate(question, body.get("model", "gpt-4o-mini"))})
 
-    app = Starlette(routes=[Route("/ask", ask, methods=["POST"])])
+    app = Starlette(routes=[Route("/ask", ask, methods=["POST"]), Route("/u/{rest:path}", ask, methods=["POST"])])
     return Propagate(rw.middleware(app))
 
 
@@ -343,3 +352,112 @@ def test_huge_model_ids_do_not_blow_up_metrics_or_logs(redis_url: str, caplog: p
     assert labels and max(len(v) for v in labels) <= 130 * 3  # 128 characters (UTF-8 "…" is 3 bytes)
     assert all(len(record.getMessage()) < 2000 for record in caplog.records)
     assert all(len(s) < 100_000 for s in stream_samples(redis_url))
+
+
+# -- nothing of a planted secret leaves the process ------------------------------------------------------
+
+PLANTED = {
+    "email": "zhang.san.planted@example.com",
+    "api_key": "sk-proj-PLANTEDplantedPLANTED0123",
+    "aws": "AKIAPLANTED0EXAMPLE7",
+    "phone_at_the_cut": "13987654321",
+    "ssn": "219-09-9999",
+    "password": "hunter2planted",
+    "owner": "lisi.planted@example.org",
+    "error": "wangwu.planted@example.net",
+    "route_card": "4111111111111111",
+}
+FRAGMENTS = [
+    "planted",
+    "PLANTED",
+    "1398765432",  # what survived when the cut came before redaction
+    "219-09-9999",
+    "AKIA",
+    "sk-proj",
+    "4111111111111111",
+]
+
+
+class PoorJudge:
+    """Scores every sample under the thresholds, so the report lists each one among the worst samples."""
+
+    name = "poor"
+    version = "1"
+
+    def score(self, s: Sample) -> Verdict:
+        return Verdict(scores={"faithfulness": 0.1, "context_precision_3": 0.1})
+
+
+def everything_in_redis(url: str) -> bytes:
+    client = redis.Redis.from_url(url)
+    dump = []
+    for key in client.scan_iter("*"):
+        kind = client.type(key)
+        dump.append(key)
+        if kind == b"stream":
+            dump += [repr(entry).encode() for entry in client.xrange(key)]
+        elif kind == b"hash":
+            dump.append(repr(client.hgetall(key)).encode())
+        elif kind == b"list":
+            dump += client.lrange(key, 0, -1)
+        elif kind == b"string":
+            dump.append(client.get(key) or b"")
+        elif kind == b"set":
+            dump += list(client.smembers(key))
+        elif kind == b"zset":
+            dump += [m for m, _ in client.zrange(key, 0, -1, withscores=True)]
+    client.close()
+    return b"\n".join(dump)
+
+
+def test_planted_secrets_survive_nowhere(
+    redis_url: str, spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture, tmp_path: Any, capsys: Any
+) -> None:
+    from ragwatch.cli import main as cli
+
+    rw = watch(redis_url, spans, capture_chunk_text=True, max_question_chars=2000)
+    question = "x" * 1990 + PLANTED["phone_at_the_cut"] + f" mail {PLANTED['email']} key {PLANTED['api_key']}"
+    chunks = [
+        {
+            "id": f"profile-{PLANTED['email']}",
+            "text": f"aws {PLANTED['aws']} password: {PLANTED['password']}",
+            "score": 0.9,
+            "metadata": {f"owner {PLANTED['owner']}": f"ssn {PLANTED['ssn']}", "source": "crm"},
+        }
+    ]
+    with caplog.at_level(logging.DEBUG, logger="ragwatch"), Served(build_app(rw, [])) as served:
+        with httpx.Client() as client:
+            ok = client.post(
+                served.url + f"/u/{PLANTED['owner']}/{PLANTED['route_card']}",
+                json={"question": question, "chunks": chunks, "force": f"user {PLANTED['email']} complained"},
+            )
+            assert ok.status_code == 200
+            failed = client.post(served.url + "/ask", json={"question": f"login {PLANTED['error']}", "fail": True})
+            assert failed.status_code == 500
+        assert rw.flush(5)
+        page = generate_latest(rw_registry(rw)).decode()
+    rw.close(2)
+    queue = open_queue(redis_url, SERVICE)
+    assert Worker(queue, [PoorJudge()], block_ms=100).work(burst=True, max_seconds=30) == 2
+    queue.close()
+    assert cli(["report", "--redis-url", redis_url, "--service", SERVICE, "--no-state"]) == 0
+    report = capsys.readouterr().out
+    assert "[email]" in report and "[api_key]" in report, report  # the report did list the (redacted) samples
+
+    stored = everything_in_redis(redis_url).decode("utf-8", "replace")
+    assert "[email]" in stored and "[api_key]" in stored and "[password]" in stored  # the samples are there
+    exported = [
+        repr(dict(span.attributes or {})) + repr([(e.name, dict(e.attributes or {})) for e in span.events])
+        for span in spans.get_finished_spans()
+    ]
+    assert any("exception" in e for e in exported)  # the failure was recorded on a span
+    logs = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("ragwatch"))
+    for where, text in {
+        "redis": stored,
+        "spans": "\n".join(exported),
+        "logs": logs,
+        "report": report,
+        "metrics": page,
+    }.items():
+        for fragment in FRAGMENTS:
+            assert fragment not in text, (where, fragment)
