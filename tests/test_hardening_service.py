@@ -457,7 +457,7 @@ def test_planted_secrets_survive_nowhere(
         "redis": stored,
         "spans": "\n".join(exported),
         "logs": logs,
-        "report": report,
+        "report": plain,
         "metrics": page,
     }.items():
         for fragment in FRAGMENTS:
