@@ -113,3 +113,34 @@ def test_state_round_trips_through_its_stored_form() -> None:
 def test_bad_policy(kwargs: dict) -> None:
     with pytest.raises(ConfigError):
         Policy(**kwargs)
+
+
+CAPPED = Policy(window_samples=100, min_samples=10, max_client_share=0.1)
+
+
+def test_one_client_keeps_at_most_its_share_of_the_window() -> None:
+    # 40 clients with one good score each, one client with 60 bad ones (newest first, interleaved)
+    points = [(100.0 - i, 0.0, "attacker") for i in range(60)] + [(50.0 - i, 0.9, f"user{i}") for i in range(40)]
+    value, n = window_value(points, CAPPED, 100.0)
+    assert n == 40 + 10  # the attacker keeps 10 % of the 100 fresh points, its newest
+    assert value == pytest.approx(40 * 0.9 / 50)
+    uncapped, _ = window_value(points, Policy(window_samples=100, min_samples=10), 100.0)
+    assert uncapped == pytest.approx(40 * 0.9 / 100)
+
+
+def test_the_cap_never_goes_below_an_even_split() -> None:
+    one_client = [(100.0 - i, 0.5, "proxy") for i in range(50)]  # everything behind one unconfigured proxy
+    assert window_value(one_client, CAPPED, 100.0) == (pytest.approx(0.5), 50)
+    two = [(100.0 - i, 0.2, "a") for i in range(30)] + [(60.0 - i, 0.8, "b") for i in range(10)]
+    assert window_value(two, CAPPED, 100.0)[1] == 20 + 10  # quota = 40 / 2 clients
+
+
+def test_points_without_a_client_are_not_capped() -> None:
+    points = [(100.0 - i, 0.4, "") for i in range(30)] + [(60.0 - i, 0.4) for i in range(30)]
+    assert window_value(points, CAPPED, 100.0)[1] == 60
+
+
+def test_max_client_share_is_validated() -> None:
+    for share in (0, 1.5, -0.1):
+        with pytest.raises(ConfigError, match="max_client_share"):
+            Policy(max_client_share=share)
