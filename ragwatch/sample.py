@@ -120,19 +120,19 @@ def _cut(text: str | None, limit: int, redact: Callable[[str], str] = str) -> tu
     return redact(text[: limit + REDACT_MARGIN])[:limit], True
 
 
-def _short(text: object, redact: Callable[[str], str]) -> object:
+def _redacted_short(text: object, redact: Callable[[str], str]) -> object:
     """An id, route or tag: redacted then capped (non-strings pass through for the decoder to judge)."""
     if not isinstance(text, str):
         return text
     return _cut(text, MAX_ID_CHARS, redact)[0]
 
 
-def _tags(tags: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+def _redacted_tags(tags: Mapping[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in tags.items():
         if len(out) >= MAX_TAGS:
             break
-        out[_short(key, redact)] = _short(value, redact)  # type: ignore[index]
+        out[_redacted_short(key, redact)] = _redacted_short(value, redact)  # type: ignore[index]
     return out
 
 
@@ -186,7 +186,7 @@ def build_record(
         truncated = truncated or cut
         chunks.append(
             {
-                "id": _short(chunk.id, redact_chunk),  # ids repeat like texts: the memoised redactor
+                "id": _redacted_short(chunk.id, redact_chunk),  # ids repeat like texts: the memoised redactor
                 "rank": chunk.rank,
                 "text": text if keep_text else None,
                 "score": chunk.score,
@@ -216,9 +216,9 @@ def build_record(
         "cached_input_tokens": usage.cached_input_tokens if usage else None,
         "tokens_estimated": bool(usage and usage.estimated),
         "cost_usd": run.cost_usd,
-        "route": _short(run.route, redact_chunk),  # routes repeat too
+        "route": _redacted_short(run.route, redact_chunk),  # routes repeat too
         "client": run.client,  # a keyed hash (see ragwatch.asgi), never the address
-        "tags": _tags(run.tags, redact),
+        "tags": _redacted_tags(run.tags, redact),
         "outcome": run.outcome,
         "error": safe_label(run.error) if isinstance(run.error, str) else run.error,
         "reason": reason,
@@ -336,6 +336,7 @@ def _validated(data: dict[str, Any], limits: Limits) -> Sample:
         tokens_estimated=_flag(data.get("tokens_estimated", False), "tokens_estimated"),
         cost_usd=_nonneg(data.get("cost_usd"), "cost_usd"),
         route=_short(data, "route"),
+        client=_short(data, "client"),
         tags=_tags(data.get("tags")),
         outcome=_short(data, "outcome") or "ok",
         error=_short(data, "error"),

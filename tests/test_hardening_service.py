@@ -437,6 +437,8 @@ def test_planted_secrets_survive_nowhere(
         assert rw.flush(5)
         page = generate_latest(rw_registry(rw)).decode()
     rw.close(2)
+    before_scoring = everything_in_redis(redis_url).decode("utf-8", "replace")  # the samples, before the
+    # worker deletes the scored entries
     queue = open_queue(redis_url, SERVICE)
     assert Worker(queue, [PoorJudge()], block_ms=100).work(burst=True, max_seconds=30) == 2
     queue.close()
@@ -445,7 +447,7 @@ def test_planted_secrets_survive_nowhere(
     plain = report.replace("\\", "")  # the report escapes Markdown: "\\[email\\]"
     assert "[email]" in plain and "[api_key]" in plain, report  # the report did list the (redacted) samples
 
-    stored = everything_in_redis(redis_url).decode("utf-8", "replace")
+    stored = before_scoring + "\n" + everything_in_redis(redis_url).decode("utf-8", "replace")
     assert "[email]" in stored and "[api_key]" in stored and "[password]" in stored  # the samples are there
     exported = [
         repr(dict(span.attributes or {})) + repr([(e.name, dict(e.attributes or {})) for e in span.events])
