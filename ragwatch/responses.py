@@ -136,7 +136,36 @@ def read_response(response: Any) -> tuple[str, Usage | None, str | None]:
             model = response["model"] if "model" in response else None  # noqa: SIM401 (no method call)
             usage = _parse_usage(response["usage"]) if "usage" in response else None
             return content, usage, model if type(model) is str and model else None
+    elif _is_langchain_message(type(response)) and not response.__pydantic_extra__:
+        # A LangChain message with string content, as every chat model's generation returns it: its fields
+        # read straight from ``__dict__``, what the general probes end up reading after missing on
+        # choices, output_text, usage and model first (11 -> 2 µs).
+        d = response.__dict__
+        content = d.get("content")
+        if type(content) is str:
+            metadata = d.get("response_metadata")
+            model = (metadata.get("model_name") or metadata.get("model")) if type(metadata) is dict else None
+            usage = _parse_langchain_usage(d.get("usage_metadata"))
+            return content, usage, model if isinstance(model, str) and model else None
     return extract_text(response), extract_usage(response), extract_model(response)
+
+
+#: class -> is it one of langchain-core's own message classes (not a subclass defined elsewhere, which may
+#: add fields or override ``text``). Bounded in case of generated classes.
+_LANGCHAIN_MESSAGE: dict[type, bool] = {}
+
+
+def _is_langchain_message(cls: type) -> bool:
+    found = _LANGCHAIN_MESSAGE.get(cls)
+    if found is None:
+        found = (
+            cls.__module__.startswith("langchain_core.messages.")
+            and isinstance(getattr(cls, "__pydantic_fields__", None), dict)
+            and "content" in cls.__pydantic_fields__
+        )
+        if len(_LANGCHAIN_MESSAGE) < _IS_MAPPING_LIMIT:
+            _LANGCHAIN_MESSAGE[cls] = found
+    return found
 
 
 def extract_model(response: Any) -> str | None:

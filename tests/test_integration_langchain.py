@@ -108,7 +108,7 @@ def test_invoke_is_one_run_with_chunks_scores_usage_and_spans(
     assert retrieval.attributes["ragwatch.retrieval.chunk_scores"] == (0.91, 0.42)
     assert chat.attributes["gen_ai.response.model"] == MODEL
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 1024
-    assert handler._tracker._roots == {} and handler._tracker._calls == {}  # nothing left behind
+    assert handler._roots == {} and handler._calls == {}  # nothing left behind
 
 
 def test_stream_records_ttft_and_the_streamed_answer(

@@ -21,6 +21,7 @@ from ragwatch.responses import (
     extract_usage,
     read_response,
 )
+from tests.servers import require_package
 
 
 def ns(value: Any) -> Any:
@@ -508,3 +509,40 @@ def test_pydantic_models_are_read_like_getattr_without_its_miss_path() -> None:
     assert extract_text(reply) == "from the property"  # output_text is probed before content
     assert extract_model(reply) is None
     assert extract_model(Reply(content="x", model="m")) == "m"
+
+
+def test_langchain_messages_read_directly_give_what_the_general_extractors_give() -> None:
+    """read_response reads langchain-core's own message classes straight from their fields; whatever the
+    message, the result is what extract_text/extract_usage/extract_model say."""
+    require_package("langchain_core")
+    from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+
+    usage = {
+        "input_tokens": 1200,
+        "output_tokens": 7,
+        "total_tokens": 1207,
+        "input_token_details": {"cache_read": 1024},
+    }
+
+    class Elsewhere(AIMessage):  # a subclass outside langchain-core may change what .text means
+        @property
+        def text(self) -> str:  # type: ignore[override]
+            return "from the subclass"
+
+    messages = [
+        AIMessage("600 CNY.", usage_metadata=usage, response_metadata={"model_name": "gpt-4o-mini"}),
+        AIMessage("x", usage_metadata={"input_tokens": 3, "output_tokens": 1, "total_tokens": 4}),
+        AIMessage("x", response_metadata={"model": "claude-x"}),
+        AIMessage("x", response_metadata={"model_name": ""}),
+        AIMessage([{"type": "text", "text": "block"}, {"type": "tool_use", "id": "t"}]),
+        AIMessage("x", model="an-extra-field", response_metadata={"model_name": "not-this"}),
+        AIMessageChunk("chunk", usage_metadata=usage),
+        HumanMessage("question"),
+        Elsewhere("x"),
+    ]
+    for message in messages:
+        general = (extract_text(message), extract_usage(message), extract_model(message))
+        assert read_response(message) == general, message
+    assert read_response(messages[0]) == ("600 CNY.", Usage(1200, 7, 1024), "gpt-4o-mini")
+    assert read_response(messages[5])[2] == "an-extra-field"
+    assert read_response(messages[-1])[0] == "from the subclass"

@@ -41,125 +41,63 @@ _ANSWER_KEYS = ("answer", "output", "result", "text", "content")
 
 
 class _Root:
-    """The outermost chain of one invocation: its pipeline call (which may have joined an outer run)."""
+    """The outermost chain of one invocation: its pipeline call (which may have joined an outer run), and
+    the key of its own run id, which tells its end from the end of a chain inside it."""
 
-    __slots__ = ("call", "run_id")
+    __slots__ = ("call", "key")
 
-    def __init__(self, call: PipelineCall, run_id: UUID) -> None:
+    def __init__(self, call: PipelineCall, key: int) -> None:
         self.call = call
-        self.run_id = run_id
-
-
-class _Tracker:
-    """The handlers' shared logic, sync in every step: LangChain awaits nothing we do."""
-
-    def __init__(self, rw: RagWatch) -> None:
-        self.rw = rw
-        self._roots: dict[UUID, _Root] = {}  # every chain run id -> the root chain it belongs to
-        self._calls: dict[UUID, Call] = {}  # retriever and model run ids -> their stage call
-
-    # -- chains ---------------------------------------------------------------------------------------
-    def chain_start(self, inputs: Any, run_id: UUID, parent_run_id: UUID | None) -> None:
-        if parent_run_id is not None:
-            root = self._roots.get(parent_run_id)
-            if root is not None:
-                self._roots[run_id] = root
-            return  # a chain inside a step we do not follow (a tool, a model): not a request of its own
-        call = PipelineCall(self.rw, question=_question(inputs))
-        self._roots[run_id] = _Root(call, run_id)
-
-    def chain_end(self, outputs: Any, run_id: UUID, exc: BaseException | None) -> None:
-        root = self._roots.pop(run_id, None)
-        if root is None or root.run_id != run_id:
-            return
-        root.call.finish(_answer(outputs) if exc is None else None, exc)
-
-    # -- retrievers -----------------------------------------------------------------------------------
-    def retriever_start(self, query: Any, run_id: UUID, parent_run_id: UUID | None) -> None:
-        root = self._roots.get(parent_run_id) if parent_run_id is not None else None
-        call = self._child(root, lambda: RetrieveCall(self.rw))
-        if root is not None:
-            call.run = root.call.run
-        run = call.run
-        if run is not None and run.question is None and isinstance(query, str):
-            run.question = query
-        self._calls[run_id] = call
-
-    # -- chat models and LLMs ----------------------------------------------------------------------------
-    def model_start(
-        self, prompt: list[str], run_id: UUID, parent_run_id: UUID | None, metadata: Any, params: Any
-    ) -> None:
-        root = self._roots.get(parent_run_id) if parent_run_id is not None else None
-        model, provider = _model_of(metadata, params)
-        call = self._child(root, lambda: GenerateCall(self.rw, model, provider, (prompt,), None))
-        if root is not None:
-            call.run = root.call.run
-        self._calls[run_id] = call
-
-    def new_token(self, token: str, run_id: UUID) -> None:
-        call = self._calls.get(run_id)
-        if call is not None and token and type(call) is GenerateCall and call.ttft is None:
-            call.ttft = _perf() - call.start
-
-    def model_end(self, response: Any, run_id: UUID) -> None:
-        call = self._calls.pop(run_id, None)
-        if call is not None:
-            call.finish(_generation(response), None)
-
-    # -- both ------------------------------------------------------------------------------------------
-    def step_end(self, result: Any, run_id: UUID, exc: BaseException | None) -> None:
-        call = self._calls.pop(run_id, None)
-        if call is not None:
-            call.finish(result, exc)
-
-    def _child(self, root: _Root | None, make: Any) -> Any:
-        """Start a stage call with the root's span as parent: LangChain's steps run in contexts of their own,
-        where the pipeline span is not current."""
-        span = root.call.span if root is not None else None
-        if span is None:
-            return make()
-        token = otel_context.attach(trace.set_span_in_context(span))
-        try:
-            return make()
-        finally:
-            otel_context.detach(token)
-
-
-def _guarded(method: Any) -> Any:
-    """Run one callback's bookkeeping; any error is counted and logged, never raised into the chain."""
-
-    def run(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            method(self, *args, **kwargs)
-        except Exception as exc:
-            self._tracker.rw._guard.failed("capture", exc)
-
-    run.__name__ = method.__name__
-    run.__doc__ = method.__doc__
-    return run
+        self.key = key
 
 
 class _Callbacks:
     """The callback methods, written once; the two handler classes differ only in how LangChain calls
-    them (``run_inline``: in the chain's own thread or event loop, never in an executor)."""
+    them (``run_inline``: in the chain's own thread or event loop, never in an executor).
 
-    _tracker: _Tracker
+    LangChain reports every runnable of a chain, so a small RAG chain sends some 18 events per invocation,
+    14 of them for chains (the sequence, each step, each branch of a parallel map) that only need mapping
+    to their root. Every method is therefore one flat function: its own ``try`` (an error is counted, never
+    raised into the chain) rather than a guarding wrapper, and state keyed by ``UUID.int``, which Python
+    hashes and compares in C where a ``UUID`` key runs ``UUID.__hash__`` and ``__eq__`` in Python.
+    """
 
-    @_guarded
+    _rw: RagWatch
+    _roots: dict[int, _Root]  # every chain's run id (as int) -> the root chain it belongs to
+    _calls: dict[int, Call]  # retriever and model run ids (as int) -> their stage call
+
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        self._tracker.chain_start(inputs, run_id, parent_run_id)
+        try:
+            if parent_run_id is not None:
+                root = self._roots.get(parent_run_id.int)
+                if root is not None:  # else a chain inside a step we do not follow (a tool, a model)
+                    self._roots[run_id.int] = root
+                return
+            key = run_id.int
+            self._roots[key] = _Root(PipelineCall(self._rw, question=_question(inputs)), key)
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._tracker.chain_end(outputs, run_id, None)
+        try:
+            key = run_id.int
+            root = self._roots.pop(key, None)
+            if root is not None and root.key == key:
+                root.call.finish(_answer(outputs), None)
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._tracker.chain_end(None, run_id, error)
+        try:
+            key = run_id.int
+            root = self._roots.pop(key, None)
+            if root is not None and root.key == key:
+                root.call.finish(None, error)
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_retriever_start(
         self,
         serialized: Any,
@@ -170,17 +108,37 @@ class _Callbacks:
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._tracker.retriever_start(query, run_id, parent_run_id)
+        try:
+            root = self._roots.get(parent_run_id.int) if parent_run_id is not None else None
+            span = root.call.span if root is not None else None
+            if span is None:
+                call = RetrieveCall(self._rw)
+            else:  # LangChain's steps run in contexts of their own, where the pipeline span is not current
+                token = otel_context.attach(trace.set_span_in_context(span))
+                try:
+                    call = RetrieveCall(self._rw)
+                finally:
+                    otel_context.detach(token)
+            if root is not None:
+                call.run = root.call.run
+            run = call.run
+            if run is not None and run.question is None and isinstance(query, str):
+                run.question = query
+            self._calls[run_id.int] = call
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
-        self._tracker.step_end(list(documents), run_id, None)
+        try:
+            call = self._calls.pop(run_id.int, None)
+            if call is not None:
+                call.finish(list(documents), None)
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._tracker.step_end(None, run_id, error)
+        self._step_error(error, run_id)
 
-    @_guarded
     def on_chat_model_start(
         self,
         serialized: Any,
@@ -192,10 +150,12 @@ class _Callbacks:
         invocation_params: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        prompt = [m.content for batch in messages for m in batch if isinstance(getattr(m, "content", None), str)]
-        self._tracker.model_start(prompt, run_id, parent_run_id, metadata, invocation_params)
+        try:
+            prompt = [m.content for batch in messages for m in batch if isinstance(getattr(m, "content", None), str)]
+            self._model_start(prompt, run_id, parent_run_id, metadata, invocation_params)
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_llm_start(
         self,
         serialized: Any,
@@ -207,19 +167,56 @@ class _Callbacks:
         invocation_params: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._tracker.model_start(list(prompts), run_id, parent_run_id, metadata, invocation_params)
+        try:
+            self._model_start(list(prompts), run_id, parent_run_id, metadata, invocation_params)
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
-        self._tracker.new_token(token, run_id)
+        try:
+            call = self._calls.get(run_id.int)
+            if call is not None and token and type(call) is GenerateCall and call.ttft is None:
+                call.ttft = _perf() - call.start
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._tracker.model_end(response, run_id)
+        try:
+            call = self._calls.pop(run_id.int, None)
+            if call is not None:
+                call.finish(_generation(response), None)
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
-    @_guarded
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._tracker.step_end(None, run_id, error)
+        self._step_error(error, run_id)
+
+    # -- shared by the above ------------------------------------------------------------------------
+    def _model_start(
+        self, prompt: list[str], run_id: UUID, parent_run_id: UUID | None, metadata: Any, params: Any
+    ) -> None:
+        root = self._roots.get(parent_run_id.int) if parent_run_id is not None else None
+        model, provider = _model_of(metadata, params)
+        span = root.call.span if root is not None else None
+        if span is None:
+            call = GenerateCall(self._rw, model, provider, (prompt,), None)
+        else:
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                call = GenerateCall(self._rw, model, provider, (prompt,), None)
+            finally:
+                otel_context.detach(token)
+        if root is not None:
+            call.run = root.call.run
+        self._calls[run_id.int] = call
+
+    def _step_error(self, error: BaseException, run_id: UUID) -> None:
+        try:
+            call = self._calls.pop(run_id.int, None)
+            if call is not None:
+                call.finish(None, error)
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
 
 
 class RagwatchCallbackHandler(_Callbacks, BaseCallbackHandler):
@@ -230,7 +227,9 @@ class RagwatchCallbackHandler(_Callbacks, BaseCallbackHandler):
     raise_error = False
 
     def __init__(self, rw: RagWatch) -> None:
-        self._tracker = _Tracker(rw)
+        self._rw = rw
+        self._roots = {}
+        self._calls = {}
 
 
 def _async(name: str) -> Any:
@@ -250,8 +249,12 @@ class AsyncRagwatchCallbackHandler(AsyncCallbackHandler):
     raise_error = False
 
     def __init__(self, rw: RagWatch) -> None:
-        self._tracker = _Tracker(rw)
+        self._rw = rw
+        self._roots: dict[int, _Root] = {}
+        self._calls: dict[int, Call] = {}
 
+    _model_start = _Callbacks._model_start
+    _step_error = _Callbacks._step_error
     on_chain_start = _async("on_chain_start")
     on_chain_end = _async("on_chain_end")
     on_chain_error = _async("on_chain_error")
