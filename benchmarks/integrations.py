@@ -10,6 +10,11 @@ batches, each request timed on its own with ``time.perf_counter_ns``:
     and a fake chat model reporting usage — invoked bare, with a handler that does nothing (what LangChain's
     callback machinery costs for any handler), then with ragwatch's handler in ``config`` (metrics only,
     and tracing + metrics).
+``callback events, replayed`` / ``into RagwatchCallbackHandler``
+    The 18 callback events one invocation of that chain sends, recorded once, then replayed in order into
+    the do-nothing handler and into ragwatch's: ragwatch's own bookkeeping per chain, without LangChain's
+    machinery or its thread pool (the parallel map runs its branches on threads), whose scheduling spreads
+    a chain's latency over milliseconds and hides differences of tens of microseconds.
 ``OTel spans`` / ``+ RagwatchSpanProcessor``
     One request as an OpenInference-instrumented service traces it — a CHAIN root, a RETRIEVER span with
     three documents and an LLM span with model, token counts and the answer — through an SDK
@@ -20,17 +25,21 @@ batches, each request timed on its own with ``time.perf_counter_ns``:
     metrics only.
 
 ragwatch runs with ``sampling=False, degraded_mode=False`` (the capture layer, as in ``overhead.py``).
+``--compare DIR`` adds the LangChain and decorator rows of another ragwatch checkout (``/work/main``, say),
+imported as a second copy of the package, so a change is measured against its base in the same run.
 
 Usage::
 
     python benchmarks/integrations.py                  # 3,000 requests per variant
     python benchmarks/integrations.py --requests 10000 --json results.json
+    python benchmarks/integrations.py --compare ../main  # also the handler and decorators of ../main
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import itertools
 import json
 import sys
@@ -38,6 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -55,7 +65,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from ragwatch.integrations.langchain import RagwatchCallbackHandler
+import ragwatch.integrations.langchain
 from ragwatch.integrations.otel import RagwatchSpanProcessor
 
 ANSWER = "Hotels are capped at 600 CNY per night."
@@ -76,10 +86,39 @@ class Retriever(BaseRetriever):
         return DOCS
 
 
+def _nothing(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
 class NoopHandler(BaseCallbackHandler):
-    """Any handler at all: LangChain then runs its callback machinery for every step of the chain."""
+    """Any handler at all: LangChain then runs its callback machinery for every step of the chain. It
+    defines, as no-ops, the callbacks ragwatch's handler defines, so LangChain takes the same paths: without
+    ``on_chat_model_start`` it would catch a ``NotImplementedError``, render the messages as strings and
+    call ``on_llm_start`` instead."""
 
     run_inline = True
+    raise_error = False
+    on_chain_start = on_chain_end = on_chain_error = _nothing
+    on_retriever_start = on_retriever_end = on_retriever_error = _nothing
+    on_chat_model_start = on_llm_start = on_llm_new_token = on_llm_end = on_llm_error = _nothing
+
+
+class Recorder(NoopHandler):
+    """Keeps the events of one invocation, in order, with their arguments, for replaying."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, tuple, dict]] = []
+
+
+def _recording(name: str) -> Callable[..., None]:
+    def method(self: Recorder, *args: Any, **kwargs: Any) -> None:
+        self.events.append((name, args, kwargs))
+
+    return method
+
+
+for _name in [n for n in vars(NoopHandler) if n.startswith("on_")]:
+    setattr(Recorder, _name, _recording(_name))
 
 
 class DropExporter(SpanExporter):
@@ -95,8 +134,8 @@ def provider(*processors: Any) -> TracerProvider:
     return tp
 
 
-def watch(tracing: bool, tracer_provider: Any = None) -> ragwatch.RagWatch:
-    return ragwatch.RagWatch(
+def watch(tracing: bool, tracer_provider: Any = None, package: ModuleType = ragwatch) -> Any:
+    return package.RagWatch(
         "bench",
         registry=CollectorRegistry(),
         tracing=tracing,
@@ -115,10 +154,19 @@ class Variant:
     samples: list[int] = field(default_factory=list)
 
 
-def chain_variants() -> list[Variant]:
+@dataclass
+class Copy:
+    """One ragwatch to measure: this checkout's, or another's imported beside it (``--compare``)."""
+
+    suffix: str  # appended to the row names: "" for this checkout
+    package: ModuleType
+    langchain: ModuleType
+
+
+def make_chain() -> Any:
     prompt = ChatPromptTemplate.from_messages([("system", "Answer from: {context}"), ("human", "{question}")])
     model = GenericFakeChatModel(messages=itertools.repeat(MESSAGE))
-    chain = (
+    return (
         {
             "context": Retriever() | (lambda docs: "\n".join(d.page_content for d in docs)),
             "question": RunnablePassthrough(),
@@ -127,23 +175,69 @@ def chain_variants() -> list[Variant]:
         | model
         | StrOutputParser()
     )
+
+
+def chain_variants(copies: list[Copy]) -> list[Variant]:
+    chain = make_chain()
     noop = {"callbacks": [NoopHandler()]}
-    metrics_only = {"callbacks": [RagwatchCallbackHandler(watch(False))]}
-    traced = {"callbacks": [RagwatchCallbackHandler(watch(True, provider()))]}
-    return [
+    variants = [
         Variant("LCEL chain, bare", "langchain", lambda: chain.invoke("How much for hotels?"), baseline=True),
         Variant(
             "+ a no-op handler (LangChain's own cost)",
             "langchain",
             lambda: chain.invoke("How much for hotels?", config=noop),
         ),
-        Variant(
-            "+ handler, metrics only", "langchain", lambda: chain.invoke("How much for hotels?", config=metrics_only)
-        ),
-        Variant(
-            "+ handler, tracing + metrics", "langchain", lambda: chain.invoke("How much for hotels?", config=traced)
-        ),
     ]
+    for c in copies:
+        metrics_only = {"callbacks": [c.langchain.RagwatchCallbackHandler(watch(False, None, c.package))]}
+        traced = {"callbacks": [c.langchain.RagwatchCallbackHandler(watch(True, provider(), c.package))]}
+        variants += [
+            Variant(
+                f"+ handler, metrics only{c.suffix}",
+                "langchain",
+                lambda config=metrics_only: chain.invoke("How much for hotels?", config=config),
+            ),
+            Variant(
+                f"+ handler, tracing + metrics{c.suffix}",
+                "langchain",
+                lambda config=traced: chain.invoke("How much for hotels?", config=config),
+            ),
+        ]
+    return variants
+
+
+def replay_variants(copies: list[Copy]) -> list[Variant]:
+    """The events of one invocation, recorded once; every replay is one request's worth of callbacks. The
+    run ids repeat from replay to replay, which is fine: each replay ends every run it starts."""
+    recorder = Recorder()
+    make_chain().invoke("How much for hotels?", config={"callbacks": [recorder]})
+    events = recorder.events
+
+    def replay(handler: Any) -> Callable[[], str]:
+        calls = [(getattr(handler, name), args, kwargs) for name, args, kwargs in events]
+
+        def request() -> str:
+            for method, args, kwargs in calls:
+                method(*args, **kwargs)
+            return ANSWER
+
+        return request
+
+    variants = [Variant(f"{len(events)} callback events into a no-op handler", "replay", replay(NoopHandler()), True)]
+    for c in copies:
+        variants += [
+            Variant(
+                f"into RagwatchCallbackHandler, metrics only{c.suffix}",
+                "replay",
+                replay(c.langchain.RagwatchCallbackHandler(watch(False, None, c.package))),
+            ),
+            Variant(
+                f"into RagwatchCallbackHandler, tracing + metrics{c.suffix}",
+                "replay",
+                replay(c.langchain.RagwatchCallbackHandler(watch(True, provider(), c.package))),
+            ),
+        ]
+    return variants
 
 
 def span_request(tracer: Any) -> Callable[[], str]:
@@ -183,7 +277,7 @@ def otel_variants() -> list[Variant]:
     ]
 
 
-def decorator_variants() -> list[Variant]:
+def decorator_variants(copies: list[Copy]) -> list[Variant]:
     def bare() -> Callable[[], str]:
         def retrieve(question: str, top_k: int = 3) -> list[Document]:
             return DOCS
@@ -196,24 +290,47 @@ def decorator_variants() -> list[Variant]:
 
         return lambda: answer("How much for hotels?")
 
-    rw = watch(False)
+    def decorated(package: ModuleType) -> Callable[[], str]:
+        rw = watch(False, None, package)
 
-    @rw.retriever
-    def retrieve(question: str, top_k: int = 3) -> list[Document]:
-        return DOCS
+        @rw.retriever
+        def retrieve(question: str, top_k: int = 3) -> list[Document]:
+            return DOCS
 
-    @rw.llm(model="gpt-4o-mini")
-    def generate(question: str, chunks: Any) -> AIMessage:
-        return MESSAGE
+        @rw.llm(model="gpt-4o-mini")
+        def generate(question: str, chunks: Any) -> AIMessage:
+            return MESSAGE
 
-    @rw.pipeline
-    def answer(question: str) -> str:
-        return generate(question, retrieve(question, top_k=3)).content  # type: ignore[return-value]
+        @rw.pipeline
+        def answer(question: str) -> str:
+            return generate(question, retrieve(question, top_k=3)).content  # type: ignore[return-value]
 
-    return [
-        Variant("bare functions", "decorators", bare(), baseline=True),
-        Variant("decorators, metrics only", "decorators", lambda: answer("How much for hotels?")),
+        return lambda: answer("How much for hotels?")
+
+    return [Variant("bare functions", "decorators", bare(), baseline=True)] + [
+        Variant(f"decorators, metrics only{c.suffix}", "decorators", decorated(c.package)) for c in copies
     ]
+
+
+def import_copy(checkout: Path) -> Copy:
+    """The ragwatch package of another checkout as a second, independent copy: its modules are imported
+    under the usual names with this checkout's moved aside, then moved out of ``sys.modules`` again (the
+    copy's modules keep referring to each other). Only lazy imports the measured paths never reach (stream
+    proxies, the metrics server) would find this checkout's modules."""
+    ours = [name for name in sys.modules if name == "ragwatch" or name.startswith("ragwatch.")]
+    saved = {name: sys.modules.pop(name) for name in ours}
+    sys.path.insert(0, str(checkout.resolve()))
+    try:
+        package = importlib.import_module("ragwatch")
+        langchain = importlib.import_module("ragwatch.integrations.langchain")
+        if not Path(package.__file__).resolve().is_relative_to(checkout.resolve()):
+            raise SystemExit(f"--compare {checkout}: imported {package.__file__} instead")
+    finally:
+        sys.path.remove(str(checkout.resolve()))
+        for name in [n for n in sys.modules if n == "ragwatch" or n.startswith("ragwatch.")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+    return Copy(f" ({checkout.resolve().name})", package, langchain)
 
 
 def measure(variants: list[Variant], requests: int, batch: int, warmup: int) -> float:
@@ -247,9 +364,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--compare", type=Path, metavar="DIR", help="also time another checkout's ragwatch")
     args = parser.parse_args(argv)
 
-    variants = chain_variants() + otel_variants() + decorator_variants()
+    copies = [Copy("", ragwatch, ragwatch.integrations.langchain)]
+    if args.compare:
+        copies.append(import_copy(args.compare))
+    variants = chain_variants(copies) + replay_variants(copies) + otel_variants() + decorator_variants(copies)
     for v in variants:
         if v.request() != ANSWER:  # a broken variant would otherwise look fast
             raise SystemExit(f"variant {v.name!r} did not return the answer")
@@ -275,6 +396,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append([v.name, f"{p50:.1f}", f"{p99:.1f}", f"{mean:.1f}", versus])
         figures[v.name] = {"p50_us": p50, "p99_us": p99, "mean_us": mean}
     print(f"ragwatch source: {source_fingerprint()}")
+    if args.compare:
+        print(f"rows marked {copies[1].suffix.strip()}: {Path(copies[1].package.__file__).parent}")
     print_table(
         f"Integration overhead, {args.requests:,} requests per variant, "
         f"interleaved in batches of {args.batch} ({wall:.1f} s)",

@@ -228,3 +228,15 @@ def test_real_chat_openai_usage_and_model(
     assert (
         sample(registry, "ragwatch_tokens_total", service="svc", model=MODEL, kind="input", source="reported") == 1200
     )
+
+
+def test_a_callback_that_breaks_is_counted_and_the_others_carry_on(
+    rw: ragwatch.RagWatch, registry: CollectorRegistry, runs: list[ragwatch.Run]
+) -> None:
+    handler = RagwatchCallbackHandler(rw)
+    handler.on_chain_start({}, {"question": "q"}, run_id="not a UUID")  # type: ignore[arg-type]
+    handler.on_llm_new_token("x", run_id=None)  # type: ignore[arg-type]
+    assert sample(registry, "ragwatch_internal_errors_total", component="capture") == 2
+    chain = make_chain(GenericFakeChatModel(messages=iter([ANSWER])))
+    assert chain.invoke("q", config={"callbacks": [handler]}) == ANSWER
+    assert [r.answer for r in runs] == [ANSWER]
