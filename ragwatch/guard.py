@@ -20,7 +20,7 @@ __all__ = ["COMPONENTS", "Guard"]
 log = logging.getLogger("ragwatch")
 
 #: The bounded set of `component` label values of ``ragwatch_internal_errors_total``.
-COMPONENTS = ("capture", "chunks", "response", "pricing", "tracing", "stream", "asgi", "listener", "export")
+COMPONENTS = ("capture", "chunks", "response", "pricing", "tracing", "stream", "asgi", "listener", "export", "scoring")
 
 
 class Guard:

@@ -3,12 +3,20 @@
 It passes the same contract tests as :mod:`ragwatch.redis_queue`, so the demo, single-process deployments
 and unit tests exercise the same worker logic. Queues are shared by name within the process, so a producer
 and a worker thread opened on ``memory://`` talk to each other.
+
+Everything it holds is bounded whatever the traffic and whether or not anything consumes: entries, score
+records, dead letters and remembered sample ids each have a cap, and a payload is copied out of orjson's
+buffer (which reserves kilobytes per small document) so an entry costs what it encodes. After ``fork()``
+the child gets fresh locks and an empty stream: the parent's samples remain the parent's to score, and
+each process keeps its own windows and mode (sharing them across processes is what Redis is for).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -20,10 +28,21 @@ from .queue import Entry, ModeListener, Queue, QueueStats
 __all__ = ["MemoryQueue"]
 
 
+def _compact(payload: bytes | None) -> bytes | None:
+    """A copy sized to its content: orjson's result keeps its (≥ 4 KB) working buffer allocated."""
+    return None if payload is None else bytes(memoryview(payload))
+
+
 class MemoryQueue(Queue):
     #: Entries kept at most, whatever ``maxlen`` asks: without a worker in the process nothing drains the
-    #: stream, and a service that only wanted metrics must not grow by gigabytes of sample text.
-    MAX_ENTRIES = 10_000
+    #: stream, and a service that only wanted metrics must not grow by megabytes of sample text.
+    MAX_ENTRIES = 2_000
+    #: Score records kept at most (``recent_scores``, ``rw.scores()``, reports).
+    MAX_SCORES = 1_000
+    #: Dead letters kept at most (they hold the offending payload).
+    MAX_DEAD = 100
+    #: Sample ids remembered for exactly-once apply: far more than entries can be pending or redelivered.
+    MAX_APPLIED = 20_000
 
     _named: ClassVar[dict[tuple[str, str], MemoryQueue]] = {}
     _named_lock: ClassVar[threading.Lock] = threading.Lock()
@@ -43,21 +62,31 @@ class MemoryQueue(Queue):
         self.service = service
         self.url = url
         self._maxlen = min(maxlen, self.MAX_ENTRIES)
-        self._entries: OrderedDict[str, bytes | None] = OrderedDict()
-        self._seq = 0
-        self._last_ms = 0
-        self._group = False
-        self._undelivered: deque[str] = deque()  # ids not yet read by the group, oldest first
-        self._pel: dict[str, list[Any]] = {}  # id -> [consumer, delivered_at_monotonic, deliveries]
-        self._dead: deque[dict[str, Any]] = deque(maxlen=dead_maxlen)
-        self._scores: deque[bytes] = deque(maxlen=scores_maxlen)
+        self._dead: deque[dict[str, Any]] = deque(maxlen=min(dead_maxlen, self.MAX_DEAD))
+        self._scores: deque[bytes] = deque(maxlen=min(scores_maxlen, self.MAX_SCORES))
         self._applied: dict[int, tuple[set[str], float]] = {}  # unix hour -> (ids applied, expires at)
         self._applied_ttl = applied_ttl_seconds
+        self._applied_order: deque[tuple[int, str]] = deque()  # (hour, id), oldest first: the count cap
         self._totals: dict[str, list[float]] = {}
         self._workers: dict[str, float] = {}
         self._window_cap = window_cap
         self._windows: dict[str, deque[tuple[float, float, str]]] = {}
         self._mode = ModeState()
+        self._reset_stream()
+        _LIVE.add(self)
+
+    def _reset_stream(self) -> None:
+        """An empty sample stream and fresh locks: at construction and in a forked child."""
+        self._entries: OrderedDict[str, bytes | None] = OrderedDict()
+        self._seq = 0
+        self._last_ms = 0
+        self._group = False
+        #: ids not yet read by the group, oldest first: always the newest ids of ``_entries``
+        self._undelivered: deque[str] = deque()
+        self._pel: dict[str, list[Any]] = {}  # id -> [consumer, delivered_at_monotonic, deliveries]
+        self._workers = {}
+        #: entries trimmed before anything read them (the in-process scorer counts them as skipped)
+        self.trimmed = 0
         self._mode_changed = threading.Condition()
         self._cond = threading.Condition()
 
@@ -98,10 +127,14 @@ class MemoryQueue(Queue):
         else:
             self._last_ms, self._seq = now, 0
         entry_id = f"{self._last_ms}-{self._seq}"
-        self._entries[entry_id] = payload
+        self._entries[entry_id] = _compact(payload)
         self._undelivered.append(entry_id)
+        undelivered = self._undelivered
         while len(self._entries) > self._maxlen:
-            self._entries.popitem(last=False)
+            oldest, _ = self._entries.popitem(last=False)
+            if undelivered and undelivered[0] == oldest:  # never read: its id goes too
+                undelivered.popleft()
+                self.trimmed += 1
         return entry_id
 
     # -- worker ---------------------------------------------------------------------------------------
@@ -117,7 +150,7 @@ class MemoryQueue(Queue):
                 now = time.monotonic()
                 while self._undelivered and len(fresh) < count:
                     entry_id = self._undelivered.popleft()
-                    if entry_id in self._entries:  # else trimmed before anyone read it
+                    if entry_id in self._entries:  # else discarded before anyone read it
                         self._pel[entry_id] = [consumer, now, 1]
                         fresh.append(Entry(entry_id, self._entries[entry_id], 1))
                 if fresh:
@@ -194,7 +227,14 @@ class MemoryQueue(Queue):
             ids = self._applied.setdefault(hour, (set(), expires))[0]
             ids.add(sample_id)
             self._applied[hour] = (ids, expires)
-            self._scores.append(record)
+            order = self._applied_order
+            order.append((hour, sample_id))
+            while len(order) > self.MAX_APPLIED:  # also bounded by count, whatever the traffic
+                old_hour, old_id = order.popleft()
+                bucket = self._applied.get(old_hour)
+                if bucket is not None:
+                    bucket[0].discard(old_id)
+            self._scores.append(_compact(record))  # type: ignore[arg-type]
             for metric, value in values.items():
                 total = self._totals.setdefault(metric, [0, 0.0])
                 total[0] += 1
@@ -236,7 +276,7 @@ class MemoryQueue(Queue):
 
     def stats(self) -> QueueStats:
         with self._cond:
-            lag = sum(1 for i in self._undelivered if i in self._entries)
+            lag = sum(1 for i in self._undelivered if i in self._entries)  # ≤ MAX_ENTRIES ids
             return QueueStats(len(self._entries), len(self._pel), lag, len(self._dead))
 
     def totals(self) -> dict[str, tuple[int, float]]:
@@ -263,6 +303,20 @@ class MemoryQueue(Queue):
         horizon = time.time() - max_age_seconds
         with self._cond:
             return {w: at for w, at in self._workers.items() if at >= horizon}
+
+
+_LIVE: weakref.WeakSet[MemoryQueue] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """Threads do not survive fork, but a lock one of them held does: give every queue fresh locks."""
+    MemoryQueue._named_lock = threading.Lock()
+    for queue in list(_LIVE):
+        queue._reset_stream()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _MemoryModeListener(ModeListener):

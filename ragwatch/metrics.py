@@ -60,6 +60,7 @@ SAMPLE_BUFFER = "ragwatch_sample_buffer"
 QUEUE_ERRORS = "ragwatch_queue_errors"
 WORKER_ENTRIES = "ragwatch_worker_entries"
 SCORING_DURATION = "ragwatch_scoring_duration_seconds"
+SCORING_SKIPPED = "ragwatch_scoring_skipped"
 SCORE = "ragwatch_score"
 QUEUE_LENGTH = "ragwatch_queue_length"
 QUEUE_PENDING = "ragwatch_queue_pending"
@@ -101,6 +102,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         QUEUE_ERRORS + "_total",
         WORKER_ENTRIES + "_total",
         SCORING_DURATION,
+        SCORING_SKIPPED + "_total",
         SCORE,
         QUEUE_LENGTH,
         QUEUE_PENDING,
@@ -318,6 +320,13 @@ class WorkerMetrics:
             "Time one judge took to score one sample.",
             ["service", "judge"],
             buckets=tuple(latency_buckets),
+            registry=registry,
+        )
+        self.skipped = Counter(
+            SCORING_SKIPPED,
+            "Sampled requests acknowledged without a score, by reason (budget: over the in-process scoring "
+            "budget; trimmed: dropped from the in-process queue before anything read them).",
+            ["service", "reason"],
             registry=registry,
         )
         self.scores = Histogram(

@@ -13,6 +13,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 
 from .degrade import ModeState, effective, override_lost
 from .guard import Guard
@@ -83,6 +84,20 @@ class ModeWatcher:
                 self._stop.wait(self.refresh_seconds)
         if listener is not None:
             listener.close()
+
+    @property
+    def view(self) -> ModeState:
+        """The state with ``degraded`` meaning the mode in force (override included), as users read it."""
+        state = self.state
+        return replace(state, degraded=effective(state))
+
+    def initial_read(self) -> None:
+        """Read the state once, now, so the service starts in the right mode (before any request or thread);
+        an unreachable store keeps the default (normal) state and the thread tries again."""
+        try:
+            self.refresh()
+        except Exception as exc:
+            self._guard.note("export", exc, f"could not read degraded-mode state at start-up: {exc}")
 
     def refresh(self) -> ModeState:
         """Re-read the shared state now (the thread does this by itself)."""

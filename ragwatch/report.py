@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .diagnosis import ADVICE, DIAGNOSES
 
@@ -31,11 +31,13 @@ __all__ = [
     "WARN_BAND",
     "MetricRow",
     "Report",
+    "ScoreSource",
     "WorstSample",
     "build_report",
     "default_thresholds",
     "load_records_jsonl",
     "load_state",
+    "report_from",
     "save_state",
 ]
 
@@ -346,6 +348,19 @@ def build_report(
         diagnoses=counts,
         previous_at=float(prev_at) if isinstance(prev_at, (int, float)) else None,
     )
+
+
+class ScoreSource(Protocol):
+    """Anything that hands out recent score records: ``RagWatch`` (in-process or Redis scores) and friends."""
+
+    def scores(self, count: int = 1000) -> list[dict[str, Any]]:
+        """The newest ``count`` score records (dicts shaped like ScoreRecord), newest first."""
+        ...
+
+
+def report_from(source: ScoreSource, settings: Any = None, *, count: int = 1000, worst: int = 5) -> Report:
+    """The report over ``source.scores(count)`` with the thresholds of ``settings`` (no Δ state)."""
+    return build_report(source.scores(count), default_thresholds(settings), worst=worst)
 
 
 # -- inputs and state ------------------------------------------------------------------------------------

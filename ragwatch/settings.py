@@ -191,6 +191,16 @@ class Settings(BaseSettings):
     report_state_file: str | None = Field(
         default=None, description="Where `ragwatch report` keeps the means its Δ column compares with (unset: no Δ)."
     )
+    scoring: Literal["auto", "in_process", "off"] = Field(
+        default="auto",
+        description="Who scores this service's samples: auto (in process on memory://, workers on Redis), "
+        "in_process (this process, one background thread, whatever the queue), off (someone else).",
+    )
+    scoring_max_per_second: float = Field(
+        default=2.0,
+        gt=0,
+        description="Budget of in-process scoring, samples per second; samples over it are skipped, counted.",
+    )
     # -- judges ------------------------------------------------------------------------------------------
     judges: tuple[str, ...] = Field(
         default=("offline",), description="Judges a worker runs: offline, llm, cascade, embedding, trivial."

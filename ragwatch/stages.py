@@ -246,6 +246,9 @@ def open_run(rw: RagWatch, question: str | None, route: str | None) -> Run | Non
     mode = rw._mode
     if mode is not None and mode._thread is None:
         mode.start()
+    scorer = rw._scorer
+    if scorer is not None and scorer._thread is None:
+        scorer.start()
     return run
 
 

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from . import __version__
 from .chunks import normalize_chunk
 from .degrade import ModeState
+from .embedded import InProcessScorer, scores_in_process
 from .guard import Guard
 from .instrument import instrument
 from .metrics import MAX_MODELS, CaptureMetrics, ModelChildren, ModeMetrics, ProducerMetrics, capture_metrics, families
@@ -46,6 +47,9 @@ from .stages import (
     Stage,
     _Degraded,
 )
+
+if TYPE_CHECKING:
+    from .report import Report
 
 __all__ = ["RagWatch", "Scope"]
 
@@ -121,17 +125,21 @@ class RagWatch:
         self._metrics_server: Any = None
         self.producer: Producer | None = None
         self._mode: ModeWatcher | None = None
+        self._scorer: InProcessScorer | None = None
+        self._queue: Queue | None = None
         self._rerank = rerank
         # One redactor for everything that leaves the process (samples, span attributes, exception events);
         # the memoised form serves texts that recur (chunk texts and ids, routes).
         self._redactor = Redactor(settings.redact, custom=redact_with)
         self._redact_cached = functools.lru_cache(maxsize=4096)(self._redactor)
         if settings.sampling or settings.degraded_mode:
-            queue = open_queue(
+            self._queue = queue = open_queue(
                 settings.redis_url, self.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
             )
             if settings.sampling:
                 self._setup_sampling(queue, registry, redact_with)
+            if scores_in_process(settings):  # judges load now: a bad judge setting fails at start-up
+                self._scorer = InProcessScorer(queue, settings, guard=self._guard, registry=registry)
             if settings.degraded_mode:
                 self._mode = ModeWatcher(
                     queue,
@@ -139,6 +147,7 @@ class RagWatch:
                     refresh_seconds=settings.degraded_refresh_seconds,
                     metrics=families(ModeMetrics, registry) if settings.metrics else None,
                 )  # its thread starts with the first request: a pre-fork master never runs it
+                self._mode.initial_read()  # …but rw.degraded is right from here on (an override, say)
         if settings.metrics_port is not None:
             self.start_metrics_server()
 
@@ -151,8 +160,9 @@ class RagWatch:
 
     @property
     def mode(self) -> ModeState:
-        """The shared degraded-mode state as last seen by this process (since when, why, window value)."""
-        return self._mode.state if self._mode is not None else ModeState()
+        """The degraded-mode state as last seen by this process (since when, why, window value, override).
+        Its ``degraded`` is the mode in force, override included — always equal to :attr:`degraded`."""
+        return self._mode.view if self._mode is not None else ModeState()
 
     @property
     def notice(self) -> str | None:
@@ -241,6 +251,30 @@ class RagWatch:
 
         self._listeners.append(sample)
 
+    # -- scores and the health report ------------------------------------------------------------------
+    def scores(self, count: int = 1000) -> list[dict[str, Any]]:
+        """The newest ``count`` score records, newest first, as the worker stores them (dicts shaped like
+        :class:`~ragwatch.worker.ScoreRecord`). In process (``memory://``) at most the last 1,000 are kept;
+        on Redis this reads the shared store (I/O: not for the request path)."""
+        if self._queue is None:
+            return []
+        import orjson
+
+        out = []
+        for raw in self._queue.recent_scores(count):
+            try:
+                out.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:  # one bad record never hides the others
+                continue
+        return out
+
+    def report(self, count: int = 1000, *, worst: int = 5) -> Report:
+        """The health report over :meth:`scores` with this service's thresholds (``.markdown()``,
+        ``.to_dict()``); the same report ``ragwatch report`` prints."""
+        from .report import report_from
+
+        return report_from(self, self.settings, count=count, worst=worst)
+
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every sampled request was written to the queue (True) or ``timeout`` passed."""
         return self.producer.flush(timeout) if self.producer is not None else True
@@ -249,6 +283,8 @@ class RagWatch:
         """Flush and stop the background threads (the sender also flushes at interpreter exit)."""
         if self.producer is not None:
             self.producer.close(timeout)
+        if self._scorer is not None:
+            self._scorer.stop()
         if self._mode is not None:
             self._mode.stop()
 

@@ -17,7 +17,7 @@ import pytest
 
 from ragwatch.judges import TrivialJudge
 from ragwatch.sample import MAX_ID_CHARS, Limits, Sample, SampleDecodeError, decode_sample
-from ragwatch.worker import Worker
+from ragwatch.worker import Scoring
 
 VALID: dict[str, Any] = {
     "sample_id": "0123456789abcdef0123456789abcdef",
@@ -142,7 +142,7 @@ def assert_well_typed(sample: Sample, limits: Limits) -> None:
 def test_fuzzed_entries_decode_to_well_typed_samples_or_a_decode_error(seed: int) -> None:
     rng = random.Random(seed)
     limits = Limits(max_chunks=5, max_chunk_chars=300, max_answer_chars=400, max_question_chars=200)
-    worker = Worker.__new__(Worker)  # only the scoring step, which needs judges and thresholds
+    worker = Scoring.__new__(Scoring)  # only the scoring step, which needs judges and thresholds
     worker.judges, worker._timers = [TrivialJudge()], {}
     from ragwatch.diagnosis import Thresholds
 
@@ -157,7 +157,7 @@ def test_fuzzed_entries_decode_to_well_typed_samples_or_a_decode_error(seed: int
             continue
         decoded += 1
         assert_well_typed(sample, limits)
-        record = worker._score(sample)  # the judge, then the worker's bookkeeping on what it decoded
+        record = worker.score(sample)  # the judge, then the worker's bookkeeping on what it decoded
         orjson.dumps(record)
         assert min(record.created_at, time.time()) >= 0
     assert decoded > 40 and refused > 40  # the generator exercises both sides

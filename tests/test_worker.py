@@ -40,6 +40,7 @@ CHUNKS = [
 
 def service_app(url: str, registry: CollectorRegistry, **settings: Any) -> tuple[ragwatch.RagWatch, Any]:
     options = {"sample_rate": 1.0, "sample_max_per_second": 1e6, "tracing": False, "flush_interval": 0.02}
+    options["scoring"] = "off"  # these tests run their own worker against the queue
     rw = ragwatch.RagWatch("kb", registry=registry, redis_url=url, **{**options, **settings})
 
     @rw.retriever

@@ -94,6 +94,7 @@ def demo_watch(service_name: str, queue_url: str, **settings: Any) -> RagWatch:
         degraded_refresh_seconds=0.2,
         tracer_provider=TracerProvider(),
         pricing={"demo-extractive": {"input": 0.0, "output": 0.0}},
+        scoring="off",  # the demo runs its own worker thread with the demo's short SLA policy
         **settings,
     )
 
