@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import semconv as sc
+from .exposition import MetricsApp
 from .probe import ProbeVerifier
 from .stages import PipelineCall
 
@@ -37,6 +38,15 @@ Send = Callable[[Message], Awaitable[None]]
 
 PROBE_HEADER = "x-ragwatch-probe"
 _DEFAULT_EXCLUDE = ("/metrics", "/health", "/healthz", "/livez", "/readyz")
+
+
+def _with_slash(scope: Scope) -> Scope:
+    scope = dict(scope)
+    scope["path"] = scope["path"] + "/"
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes) and not raw.endswith(b"/"):
+        scope["raw_path"] = raw + b"/"
+    return scope
 
 
 class HTTPServerError(Exception):
@@ -99,6 +109,8 @@ class RagwatchMiddleware:
         if probe is not None:  # never handed on: the app must not act on (or log) an outsider's mark
             scope = {**scope, "headers": [h for h in headers if h[0] != self._probe]}
         if not self._watched(scope.get("path", "")):
+            if self._metrics_mount(scope):
+                scope = _with_slash(scope)  # answered by the mounted metrics app, not by a 307
             await self.app(scope, receive, send)
             return
         call = self._begin(scope, probe)
@@ -122,6 +134,24 @@ class RagwatchMiddleware:
             raise
         call.deactivate()
         call.finish(None, HTTPServerError(status[0]) if status[0] >= 500 else None)
+
+    def _metrics_mount(self, scope: Scope) -> bool:
+        """Whether the path names a mount of ragwatch's metrics app, asked without its trailing slash."""
+        path = scope.get("path", "")
+        if not path or path.endswith("/"):
+            return False
+        try:
+            for app in (scope.get("app"), self.app):
+                router = getattr(app, "router", app)
+                for route in getattr(router, "routes", ()) or ():
+                    if getattr(route, "path", None) != path or type(route).__name__ != "Mount":
+                        continue
+                    mounted = getattr(route, "_base_app", getattr(route, "app", None))
+                    if isinstance(mounted, MetricsApp):
+                        return True
+        except Exception as exc:  # an unusual router: leave the request as it is
+            self.watch._guard.failed("asgi", exc)
+        return False
 
     def _degraded_headers(self) -> list[tuple[bytes, bytes]]:
         """Header values are Latin-1 on the wire, so the (often Chinese) notice is percent-encoded UTF-8."""

@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, make_asgi_app, multiprocess, start_http_server
 
 __all__ = [
+    "MetricsApp",
     "mark_process_dead",
     "metrics_asgi_app",
     "metrics_registry",
@@ -39,9 +40,26 @@ def metrics_registry(registry: CollectorRegistry | None = None) -> CollectorRegi
     return registry if registry is not None else REGISTRY
 
 
-def metrics_asgi_app(registry: CollectorRegistry | None = None) -> Any:
-    """An ASGI app answering Prometheus scrapes; mount it at ``/metrics``."""
-    return make_asgi_app(metrics_registry(registry))
+class MetricsApp:
+    """The ASGI app of :func:`metrics_asgi_app`: prometheus_client's, under a type the middleware knows.
+
+    Starlette serves a mount at ``/metrics/`` only and answers ``/metrics`` with a 307, which scrapers
+    configured not to follow redirects read as an empty target. :class:`~ragwatch.RagwatchMiddleware`
+    recognises this app behind a mount and hands it the bare path itself; as a route endpoint
+    (``app.add_route("/metrics", ragwatch.metrics_asgi_app())``) it needs no help.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._app = make_asgi_app(registry)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._app(scope, receive, send)
+
+
+def metrics_asgi_app(registry: CollectorRegistry | None = None) -> MetricsApp:
+    """An ASGI app answering Prometheus scrapes; mount it at ``/metrics`` (or add it as a route)."""
+    return MetricsApp(metrics_registry(registry))
 
 
 def start_metrics_server(

@@ -123,6 +123,7 @@ class RagApp:
             "tracing": False,
             "flush_interval": 0.05,
             "probe_secret": PROBE_SECRET,
+            "scoring": "off",  # the replay tests run their own worker against the queue
             **settings,
         }
         self.rw = ragwatch.RagWatch(service, registry=self.registry, redis_url=queue_url, **options)

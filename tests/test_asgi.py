@@ -126,6 +126,27 @@ def test_metrics_endpoint_is_served_and_not_watched(watched: ragwatch.RagWatch, 
     assert stage_count(registry, "request") == 1  # the scrape itself is excluded
 
 
+def test_mounted_metrics_answer_the_bare_path_without_a_redirect(
+    watched: ragwatch.RagWatch, registry: CollectorRegistry
+) -> None:
+    with TestClient(build_fastapi(watched)) as client:
+        client.post("/ask", json={"question": "q"})
+        response = client.get("/metrics", follow_redirects=False)
+        with_slash = client.get("/metrics/", follow_redirects=False)
+    assert response.status_code == 200  # not Starlette's 307 to /metrics/
+    assert 'ragwatch_stage_duration_seconds_count{outcome="ok",service="svc",stage="request"} 1.0' in response.text
+    assert with_slash.status_code == 200
+    assert stage_count(registry, "request") == 1
+
+
+def test_metrics_app_as_a_route_needs_no_middleware(registry: CollectorRegistry, rw: ragwatch.RagWatch) -> None:
+    app = FastAPI()
+    app.add_route("/metrics", ragwatch.metrics_asgi_app(registry))
+    with TestClient(app) as client:
+        response = client.get("/metrics", follow_redirects=False)
+    assert response.status_code == 200 and "ragwatch_build_info" in response.text
+
+
 def test_signed_probe_header_marks_the_run(registry: CollectorRegistry, provider: Any, spans: Spans) -> None:
     watched = ragwatch.RagWatch(
         "svc", registry=registry, tracer_provider=provider, sampling=False, degraded_mode=False, probe_secret="s3"
