@@ -15,7 +15,8 @@ Four measurements, each against a baseline measured in the same run:
 2. **Scored samples per second** at that budget: scores applied during the ``auto`` phases / their time.
 3. **RSS after one hour-equivalent of samples**: 360,000 requests (an hour at 100 req/s: 36,000 samples
    at the default rate) through a default RagWatch as fast as they go — five fixed chunks of ~150 words,
-   no LLM wait, the per-second sampling ceiling lifted so the hour's samples all happen — RSS
+   no LLM wait, the per-second sampling ceiling lifted so the hour's samples all happen, tracing off
+   (spans are bounded by the span processor's queue and ``overhead.py --rss`` covers them) — RSS
    (``VmRSS``) read every 10 %; bounded means the last reading is the 10 % one plus noise.
 4. **The sampling cost as a request pays it**: that light traced pipeline, p50 per call with sampling on
    at the default rate versus ``sampling=False``, interleaved in rounds of 500 calls.
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     off.close(1)
 
     # 3: RSS over an hour-equivalent of requests (default sampling: ~36,000 samples), scoring on
-    rss_rw, rss_answer, rss_reg = service(0.0, light=True, sample_max_per_second=1e6)
+    rss_rw, rss_answer, rss_reg = service(0.0, light=True, sample_max_per_second=1e6, tracing=False)
     readings = []
     for i in range(hour):
         rss_answer(QUESTION_TEXTS[i % len(QUESTION_TEXTS)])
