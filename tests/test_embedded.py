@@ -174,6 +174,19 @@ def test_degraded_is_right_from_construction_on_redis(redis_url: str) -> None:
         rw.close(1)
 
 
+def test_in_process_scoring_on_redis_joins_the_workers_store(redis_url: str, registry: CollectorRegistry) -> None:
+    rw, answer = watched(registry, redis_url=redis_url, scoring="in_process")
+    try:
+        for i in range(5):
+            answer(f"hotel {i}")
+        queue = open_queue(redis_url, "emb")
+        wait_for(lambda: queue.totals().get("context_precision_3", (0, 0.0))[0] == 5)
+        assert len(rw.scores()) == 5  # read back from Redis, as `ragwatch report` would
+        assert queue.live_workers(30)  # the in-process scorer heartbeats like any worker
+    finally:
+        rw.close(1)
+
+
 def test_in_process_scores_drive_degraded_mode(registry: CollectorRegistry) -> None:
     rw, answer = watched(
         registry, sla_threshold=0.99, sla_margin=0.0, sla_window_samples=10, sla_min_samples=5,
