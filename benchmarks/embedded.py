@@ -73,10 +73,13 @@ FIXED_CHUNKS = [
 ]
 
 
+LIGHT_ANSWER = FIXED_CHUNKS[0]["text"][:300]
+
+
 def service(wait: float, *, light: bool = False, **settings: Any) -> tuple[ragwatch.RagWatch, Any, CollectorRegistry]:
     """A watched pipeline; every setting at its default unless given (own registry, own memory queue).
-    ``light``: the retriever returns five fixed chunks instead of searching (the pipeline costs little, so
-    what ragwatch adds stands out)."""
+    ``light``: the retriever returns five fixed chunks instead of searching and the "LLM" a fixed answer
+    (the pipeline costs little, so what ragwatch adds stands out)."""
     registry = CollectorRegistry()
     rw = ragwatch.RagWatch(
         "bench",
@@ -96,8 +99,11 @@ def service(wait: float, *, light: bool = False, **settings: Any) -> tuple[ragwa
     def generate(question: str, chunks: list[dict[str, Any]]) -> dict[str, Any]:
         if wait:
             time.sleep(wait)  # the LLM's network round trip
-        sentences = [s for c in chunks for s in re.split(r"(?<=[.!?]) ", c["text"])]
-        text = max(sentences, key=lambda s: len(words(question) & words(s)))
+        if light:
+            text = LIGHT_ANSWER
+        else:
+            sentences = [s for c in chunks for s in re.split(r"(?<=[.!?]) ", c["text"])]
+            text = max(sentences, key=lambda s: len(words(question) & words(s)))
         return {
             "model": "gpt-4o-mini",
             "choices": [{"message": {"role": "assistant", "content": text}}],
