@@ -56,13 +56,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def scores_in_process(settings: Settings) -> bool:
-    """Whether this process should score its own samples: ``auto`` means exactly when the queue is the
-    in-process memory backend (nothing else could read it)."""
-    if settings.scoring == "off" or not settings.sampling:
-        return False
-    if settings.scoring == "in_process":
-        return True
-    return not settings.redis_url or settings.redis_url.lower().startswith("memory:")
+    """See :meth:`Settings.scores_in_process`."""
+    return settings.scores_in_process()
 
 
 def several_processes() -> str | None:

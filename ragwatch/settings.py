@@ -310,6 +310,15 @@ class Settings(BaseSettings):
                 raise ValueError(f"threshold for {key!r} must be within 0..1, got {threshold}")
         return value
 
+    def scores_in_process(self) -> bool:
+        """Whether the service scores its own samples: ``auto`` means exactly when the queue is the
+        in-process memory backend (nothing else could read it)."""
+        if self.scoring == "off" or not self.sampling:
+            return False
+        if self.scoring == "in_process":
+            return True
+        return not self.redis_url or self.redis_url.lower().startswith("memory:")
+
     def sla_policy(self) -> Policy:
         """The degraded-mode policy these settings describe (validated)."""
         return Policy(

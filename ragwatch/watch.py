@@ -22,7 +22,6 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from . import __version__
 from .chunks import normalize_chunk
 from .degrade import ModeState
-from .embedded import InProcessScorer, scores_in_process
 from .guard import Guard
 from .instrument import instrument
 from .metrics import MAX_MODELS, CaptureMetrics, ModelChildren, ModeMetrics, ProducerMetrics, capture_metrics, families
@@ -49,6 +48,7 @@ from .stages import (
 )
 
 if TYPE_CHECKING:
+    from .embedded import InProcessScorer
     from .report import Report
 
 __all__ = ["RagWatch", "Scope"]
@@ -138,7 +138,9 @@ class RagWatch:
             )
             if settings.sampling:
                 self._setup_sampling(queue, registry, redact_with)
-            if scores_in_process(settings):  # judges load now: a bad judge setting fails at start-up
+            if settings.scores_in_process():  # judges load now: a bad judge setting fails at start-up
+                from .embedded import InProcessScorer
+
                 self._scorer = InProcessScorer(queue, settings, guard=self._guard, registry=registry)
             if settings.degraded_mode:
                 self._mode = ModeWatcher(

@@ -6,13 +6,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_service_side_does_not_import_the_scoring_side() -> None:
+@pytest.mark.parametrize(
+    "options",
+    ["scoring='off'", "redis_url='redis://127.0.0.1:1/0', degraded_mode=False"],
+    ids=["scoring-off", "redis-auto"],
+)
+def test_service_side_does_not_import_the_scoring_side(options: str) -> None:
+    """Unless it scores in process (the memory:// default), a service never loads judges or the worker."""
     script = (
         "import sys, ragwatch\n"
-        "rw = ragwatch.RagWatch('svc')\n"
+        f"rw = ragwatch.RagWatch('svc', {options})\n"
         "loaded = sorted(m for m in sys.modules if m.startswith(('ragwatch.worker', 'ragwatch.judges', "
         "'ragwatch.health', 'starlette', 'fastapi')))\n"
         "print(loaded)\n"
