@@ -7,7 +7,8 @@ script drives it in three phases — a good retriever, a broken one (off-topic c
 and reads ``/metrics`` over HTTP as Prometheus would: the quality gauges appear within seconds, degraded
 mode switches on when Context Precision@3 falls under its SLA and off when it recovers, and the health
 report comes from the scores the service computed itself. The SLA window is shortened (20 scores, a
-one-second hold and dwell) so the run takes seconds instead of the default quarter of an hour.
+one-second hold and dwell) so the run takes seconds instead of the default quarter of an hour, and its
+line set to 0.5, between what the good and the broken retriever score here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ rw = ragwatch.RagWatch(
     tracing=False,
     sample_rate=1.0,  # score every request (the default samples 10 % of them)
     scoring_max_per_second=50,  # the default budget is 2 scored samples per second
+    # The offline judge rates this handbook's English top-3 at about 0.62 with BM25 and 0.38 with the broken
+    # index: the SLA line goes between them (the default, 0.65, suits retrievers that do better than BM25).
+    sla_threshold=0.5,
     sla_window_samples=20,
     sla_min_samples=8,
     sla_hold_seconds=1,
