@@ -153,10 +153,11 @@ class Scoring:
         )
 
     def store(self, scored: Sequence[tuple[ScoreRecord, bytes, str | None]]) -> list[bool | None]:
-        """Apply (record, encoded record, client id) triples once per sample id, in one round trip: True for each applied
-        for the first time — which alone is observed in the score histograms and diagnoses, emitted as an
-        evaluation event and handed to ``on_score`` — False for a duplicate, None for one a full Redis
-        refused even after trimming."""
+        """Apply (record, encoded record, client id) triples once per sample id, in one round trip.
+
+        True for each applied for the first time — which alone is observed in the score histograms and
+        diagnoses, emitted as an evaluation event and handed to ``on_score`` — False for a duplicate, None
+        for one a full Redis refused even after trimming."""
         now = time.time()
         fresh = self._apply([(r.sample_id, raw, r.scores, min(r.created_at, now), c) for r, raw, c in scored])
         m = self.metrics
