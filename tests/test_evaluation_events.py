@@ -50,6 +50,7 @@ def capture(url: str, provider: Any, questions: list[str], **settings: Any) -> r
         sample_rate=1.0,
         sample_max_per_second=1e6,
         flush_interval=0.02,
+        scoring="off",  # these tests run their own worker against the queue
         **settings,
     )
 
