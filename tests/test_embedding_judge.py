@@ -111,6 +111,34 @@ def test_score_names_and_ranges(judge: EmbeddingJudge) -> None:
     assert judge.score(make("q?", "Paris.", [])).details["claims"][0]["verdict"] == "UNSUPPORTED"
 
 
+def test_chunk_embeddings_are_cached_by_chunk_and_bounded(judge: EmbeddingJudge) -> None:
+    from ragwatch.judges.semantic import LRUCache
+
+    encoded: list[str] = []
+    encode = judge._encode
+
+    def spy(texts):
+        encoded.extend(texts)
+        return encode(texts)
+
+    saved = judge._chunk_cache
+    judge._chunk_cache = LRUCache(2)
+    judge._encode = spy  # type: ignore[method-assign]
+    try:
+        sample = make("What is the capital of France?", "Paris is the capital of France.", CONTEXT)
+        first = judge.score(sample)
+        assert set(CONTEXT) <= set(encoded)
+        encoded.clear()
+        second = judge.score(sample)
+        assert not set(CONTEXT) & set(encoded)  # both chunks came from the cache
+        assert second.details["chunks"] == first.details["chunks"]
+        judge.score(make("Where?", "Rome.", ["One text.", "Two text.", "Three text."]))
+        assert len(judge._chunk_cache) == 2  # bounded
+    finally:
+        judge._chunk_cache = saved
+        del judge._encode
+
+
 def test_name_version_and_registration(judge: EmbeddingJudge) -> None:
     assert "embedding" in JUDGE_NAMES
     assert judge.name == "embedding"

@@ -124,6 +124,22 @@ def test_pair_scores_are_cached_and_the_cache_is_bounded(judge: SemanticJudge) -
     assert len(off) == 0
 
 
+def test_a_failing_model_leaves_the_lexical_verdicts(judge: SemanticJudge, monkeypatch: pytest.MonkeyPatch) -> None:
+    sample = make(
+        "What did the physician do?", "A doctor gave the patient medicine to ease a strong headache.", CONTEXT
+    )
+
+    def broken(pairs, batch_size: int = 32):
+        raise RuntimeError("model exploded")
+
+    fresh = SemanticJudge(band=1.0, cache_size=0, threads=2, offline=judge._offline)
+    monkeypatch.setattr(fresh._model, "predict", broken)
+    verdict = fresh.score(sample)
+    assert fresh.errors == 1
+    assert [c["verdict"] for c in verdict.details["claims"]] == [a.verdict for a in OfflineJudge().analyse(sample)]
+    assert verdict.details["semantic"]["rescored"] == 0
+
+
 def test_weight_note_records_its_data() -> None:
     note = load_note()
     tensors = WEIGHTS_PATH.with_suffix(".safetensors")
@@ -153,7 +169,7 @@ def test_context_window_keeps_the_evidence_and_the_budget() -> None:
     evidence = "Sentence number 50 talks about topic 50."
     window = context_window(text, evidence)
     assert evidence in window and window in text
-    assert len(window) <= 330
+    assert len(window) <= 230
     assert window.index(evidence) < len(window) // 2  # more of what follows than of what precedes
     assert context_window(text, None) == text[: len(context_window(text, None))]
     assert evidence in context_window(text[: text.index(evidence) + len(evidence)], evidence)  # at the chunk's end

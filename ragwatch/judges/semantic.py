@@ -25,6 +25,7 @@ nothing the second time.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -38,6 +39,8 @@ from .crossencoder import WEIGHTS_PATH, CrossEncoder, context_window, load_note
 from .offline import SUPPORTED, UNSUPPORTED, ClaimAnalysis, OfflineJudge, build_verdict
 
 __all__ = ["LRUCache", "SemanticJudge"]
+
+log = logging.getLogger(__name__)
 
 
 class LRUCache:
@@ -120,6 +123,8 @@ class SemanticJudge:
             path.with_suffix(".safetensors"), trained_layers=int(self.note["trained_layers"]), threads=threads
         )
         self._cache = LRUCache(cache_size)
+        #: cross-encoder failures (each left the lexical verdicts of its batch in place)
+        self.errors = 0
         digest = str(self.note.get("tensors_sha256", ""))[:8]
         self.version = f"1+{digest}+t{self.threshold:g}+{self._offline.version}"
 
@@ -153,7 +158,15 @@ class SemanticJudge:
                     pairs.append((a.claim.text, window))
                     where.append((si, i))
         out: list[list[int]] = [[] for _ in items]
-        for (si, i), sem in zip(where, self._pair_scores(pairs) if pairs else [], strict=True):
+        try:
+            scores = self._pair_scores(pairs) if pairs else []
+        except Exception:  # fail open: the lexical verdicts stand, the failure is counted and logged
+            self.errors += 1
+            log.warning(
+                "semantic tier: cross-encoder failed on %d pairs; lexical verdicts kept", len(pairs), exc_info=True
+            )
+            return out
+        for (si, i), sem in zip(where, scores, strict=True):
             a = items[si][1][i]
             w = self.blend.get(_language(a.claim.text), self.blend.get("en", 1.0))
             a.p_supported = w * sem + (1.0 - w) * a.p_supported
