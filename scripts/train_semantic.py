@@ -1,6 +1,7 @@
 """Fine-tune the semantic tier's cross-encoder (ragwatch/judges/semantic_weights.{json,safetensors}).
 
     python scripts/train_semantic.py            # train, validate, set the threshold on dev, write both files
+    python scripts/train_semantic.py --stage validate    # keep the tensors, redo the held-out table, blend, band
     python scripts/train_semantic.py --stage threshold   # keep the tensors, re-set only the dev threshold
     python scripts/train_semantic.py --check    # rebuild into a temp dir and compare bytes with the shipped files
 
@@ -314,6 +315,15 @@ def run(data: Path, out: Path, stage: str) -> int:
         }
         write_note(out, note)
     note = json.loads(out.read_text(encoding="utf-8"))
+    if stage == "validate":  # the held-out table, blend and band again, from the written tensors
+        import torch
+
+        _seed_everything(torch)
+        pairs = build_pairs(data, judge)
+        held = [p for p in pairs if _h(f"{SEED}:{p['group']}") % 10 == 0]
+        val = validate(CrossEncoder(tensors, trained_layers=TRAINED_LAYERS, threads=THREADS), held, judge.threshold)
+        note.update(blend=val["blend"], band=val["margin"], held_out=val["table"], held_out_band_auc=val["band_auc"])
+        write_note(out, note)
     if stage in ("all", "threshold"):
         note["threshold"] = 0.5
         threshold, dev = set_threshold(data, tensors, note)
@@ -329,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--out", type=Path, default=WEIGHTS_PATH)
-    parser.add_argument("--stage", choices=("all", "train", "threshold"), default="all")
+    parser.add_argument("--stage", choices=("all", "train", "validate", "threshold"), default="all")
     parser.add_argument("--check", action="store_true", help="rebuild in a temp dir, compare with the shipped files")
     args = parser.parse_args(argv)
     if not args.check:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import socket
@@ -54,6 +55,16 @@ class _Calls:
         return self._predict(pairs, batch_size)
 
 
+def _variant(judge: SemanticJudge, band: float) -> SemanticJudge:
+    """The fixture's judge with another band, an empty cache and its own model wrapper (no reload)."""
+    made = copy.copy(judge)
+    made.band = band
+    made._cache = LRUCache(0)
+    made._model = copy.copy(judge._model)
+    made.errors = 0
+    return made
+
+
 @pytest.fixture(scope="module")
 def judge() -> SemanticJudge:
     """Built with every outbound connection refused and counted: loading must not touch the network."""
@@ -84,8 +95,7 @@ def test_cascade_rescores_only_the_uncertain_claims(judge: SemanticJudge) -> Non
     sample = make("What did the physician do?", ANSWER, CONTEXT)
     offline = OfflineJudge().analyse(sample)
     assert offline[0].verdict == SUPPORTED and offline[2].rule == "number_not_in_context"
-    narrow = SemanticJudge(band=abs(offline[1].p_supported - OfflineJudge().threshold) + 1e-6, threads=2)
-    narrow._offline = judge._offline
+    narrow = _variant(judge, band=abs(offline[1].p_supported - OfflineJudge().threshold) + 1e-6)
     calls = _Calls(narrow)
     verdict = narrow.score(sample)
     tiers = [c.get("tier") for c in verdict.details["claims"]]
@@ -98,7 +108,7 @@ def test_cascade_rescores_only_the_uncertain_claims(judge: SemanticJudge) -> Non
     assert offline[1].evidence in calls.pairs[0][1]
     assert verdict.details["claims"][1]["evidence"] == offline[1].evidence
     # band 0: nothing is re-scored and every verdict is the offline judge's
-    none = SemanticJudge(band=0.0, threads=2)
+    none = _variant(judge, band=0.0)
     calls0 = _Calls(none)
     same = none.score(sample)
     assert calls0.pairs == []
@@ -132,7 +142,7 @@ def test_a_failing_model_leaves_the_lexical_verdicts(judge: SemanticJudge, monke
     def broken(pairs, batch_size: int = 32):
         raise RuntimeError("model exploded")
 
-    fresh = SemanticJudge(band=1.0, cache_size=0, threads=2, offline=judge._offline)
+    fresh = _variant(judge, band=1.0)
     monkeypatch.setattr(fresh._model, "predict", broken)
     verdict = fresh.score(sample)
     assert fresh.errors == 1

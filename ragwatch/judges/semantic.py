@@ -136,6 +136,10 @@ class SemanticJudge:
             return False
         return abs(a.p_supported - self._offline.threshold) < self.band
 
+    def _weight(self, a: ClaimAnalysis) -> float:
+        """The cross-encoder's share of the blended P(supported), by the claim's language."""
+        return self.blend.get(_language(a.claim.text), self.blend.get("en", 1.0))
+
     def _pair_scores(self, pairs: list[tuple[str, str]]) -> list[float]:
         keys = [hashlib.blake2b(f"{c}\x00{w}".encode(), digest_size=16).digest() for c, w in pairs]
         out: list[float | None] = [self._cache.get(key) for key in keys]
@@ -153,7 +157,7 @@ class SemanticJudge:
         for si, (sample, analyses) in enumerate(items):
             texts = {c.id: c.text or "" for c in sample.chunks}
             for i, a in enumerate(analyses):
-                if self.uncertain(a):
+                if self.uncertain(a) and self._weight(a) > 0.0:  # weight 0: the lexical verdict stands as it is
                     window = context_window(texts.get(a.chunk_id or "", ""), a.evidence, a.claim.text)
                     pairs.append((a.claim.text, window))
                     where.append((si, i))
@@ -168,7 +172,7 @@ class SemanticJudge:
             return out
         for (si, i), sem in zip(where, scores, strict=True):
             a = items[si][1][i]
-            w = self.blend.get(_language(a.claim.text), self.blend.get("en", 1.0))
+            w = self._weight(a)
             a.p_supported = w * sem + (1.0 - w) * a.p_supported
             a.verdict = SUPPORTED if a.p_supported >= self.threshold else UNSUPPORTED
             out[si].append(i)
