@@ -194,9 +194,20 @@ def train(model: CrossEncoder, pairs: list[dict[str, Any]]) -> None:
 
 
 def _auc(y: np.ndarray, p: np.ndarray) -> float:
-    """Claim-level AUC of P(supported) against 'supported'."""
+    """Claim-level AUC of P(supported) against 'supported' (NaN when one class is absent)."""
     a = roc_auc([bool(v) for v in y], [float(v) for v in p])
     return float("nan") if a is None else a
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN (an AUC with one class) as null, so the note is strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def validate(model: CrossEncoder, held: list[dict[str, Any]], lexical_threshold: float) -> dict[str, Any]:
@@ -265,7 +276,8 @@ def set_threshold(data: Path, weights: Path, note: dict[str, Any]) -> tuple[floa
 
 
 def write_note(path: Path, note: dict[str, Any]) -> None:
-    path.write_text(json.dumps(note, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    text = json.dumps(_json_safe(note), indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    path.write_text(text + "\n", encoding="utf-8")
 
 
 def run(data: Path, out: Path, stage: str) -> int:

@@ -152,6 +152,8 @@ def test_a_failing_model_leaves_the_lexical_verdicts(judge: SemanticJudge, monke
 
 def test_weight_note_records_its_data() -> None:
     note = load_note()
+    # strict JSON: an AUC over one class is null, not NaN
+    json.loads(WEIGHTS_PATH.read_text(encoding="utf-8"), parse_constant=lambda c: pytest.fail(f"{c} in the note"))
     tensors = WEIGHTS_PATH.with_suffix(".safetensors")
     assert tensors.stat().st_size <= 30 * 1024 * 1024
     import hashlib
