@@ -51,7 +51,9 @@ def test_paraphrase_missed_by_lexical_judge_is_supported(judge: EmbeddingJudge) 
     assert claim["verdict"] == "SUPPORTED"
     assert claim["chunk_id"] == "c1"
     assert claim["evidence"] in CONTEXT[0]
-    assert 0.5 <= claim["confidence"] <= 1.0
+    # SUPPORTED from P(supported) ≥ the semantic tier's threshold, which is set on dev and may be under 0.5
+    assert judge.threshold <= claim["confidence"] <= 1.0
+    assert claim["tier"] == "semantic"
     assert verdict.details["chunks"][0] == {
         "id": "c1",
         "relevance": verdict.details["chunks"][0]["relevance"],
