@@ -9,6 +9,10 @@ While the service is degraded, responses carry ``x-ragwatch-degraded: 1`` and th
 :mod:`ragwatch.probe`) are marked as probes so they can be kept out of real-traffic samples; any other
 probe header is ignored and counted, and the header is removed before the app sees the request.
 
+A service that scores its own samples (``memory://``) has no worker port, so with the ``dashboard`` setting
+on the middleware answers the live page's paths (``/dashboard``, ``.json``, ``.jsonl``) itself, from this
+process's scores, before the app sees them; with it off, or when workers score, the app's routes get them.
+
 Each run also gets a client id, a keyed hash of the peer address (or of the ``client_header`` a trusted
 proxy sets), so the quality window can cap one client's share of it (``sla_max_client_share``).
 """
@@ -27,6 +31,7 @@ from .probe import ProbeVerifier
 from .stages import PipelineCall
 
 if TYPE_CHECKING:
+    from .dashboard import Dashboard
     from .watch import RagWatch
 
 __all__ = ["PROBE_HEADER", "RagwatchMiddleware"]
@@ -47,6 +52,18 @@ def _with_slash(scope: Scope) -> Scope:
     if isinstance(raw, bytes) and not raw.endswith(b"/"):
         scope["raw_path"] = raw + b"/"
     return scope
+
+
+def _own_dashboard(watch: RagWatch) -> Dashboard | None:
+    """The live page over this process's own scores, or None when it does not score them in process."""
+    settings = watch.settings
+    if watch._scorer is None or watch._queue is None or not settings.dashboard:
+        return None
+    from .dashboard import Dashboard
+    from .report import default_thresholds
+    from .sources import QueueSource
+
+    return Dashboard(QueueSource(watch._queue), default_thresholds(settings), settings.sla_policy())
 
 
 class HTTPServerError(Exception):
@@ -90,6 +107,12 @@ class RagwatchMiddleware:
         self._m_probe = (
             {o: metrics.probe_headers.labels(watch.service, o) for o in ("accepted", "ignored")} if metrics else {}
         )
+        self._serve = self._watch_request
+        dashboard = _own_dashboard(watch)
+        if dashboard is not None:
+            from .dashboard import asgi_app
+
+            self._serve = asgi_app(dashboard, self._watch_request)
 
     def _watched(self, path: str) -> bool:
         if path.startswith(self.exclude):
@@ -100,6 +123,9 @@ class RagwatchMiddleware:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
+        await self._serve(scope, receive, send)
+
+    async def _watch_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         probe: bytes | None = None
         headers = scope.get("headers") or ()
         for name, value in headers:

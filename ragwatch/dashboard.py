@@ -193,6 +193,9 @@ class Dashboard:
         except RagwatchError as exc:
             log.warning("ragwatch dashboard: score source unavailable: %s", exc)
             return Response(503, "text/plain; charset=utf-8", b"score source unavailable\n")
+        except Exception:  # a bug of ours, or a source broken another way: never an error in the host
+            log.exception("ragwatch dashboard: reading the score source failed")
+            return Response(503, "text/plain; charset=utf-8", b"score source unavailable\n")
 
     def _json(self, count: int) -> bytes:
         with self._lock:

@@ -186,7 +186,8 @@ class Settings(BaseSettings):
     worker_addr: str = Field(default="0.0.0.0", description="Address of the worker's HTTP server.")
     dashboard: bool = Field(
         default=True,
-        description="Serve the live quality page at /dashboard on the worker's port (shows redacted questions).",
+        description="Serve the live quality page at /dashboard on the worker's port, and in a service that "
+        "scores in process from RagwatchMiddleware (shows redacted questions).",
     )
     report_state_file: str | None = Field(
         default=None, description="Where `ragwatch report` keeps the means its Δ column compares with (unset: no Δ)."

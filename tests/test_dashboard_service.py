@@ -1,0 +1,200 @@
+"""The live page of a service that scores in process: a real uvicorn service on ``memory://`` (no Redis, no
+worker) answers ``/dashboard``, ``.json`` and ``.jsonl`` from its own scores through ``RagwatchMiddleware``;
+``ragwatch report --url`` reads them; headless Chromium draws them with planted markup inert."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
+
+import ragwatch
+from tests.scored import XSS_ANSWER, XSS_QUESTION
+from tests.servers import free_port
+from tests.test_dashboard import PAINTED, Page, browser  # noqa: F401  (browser: the Chromium fixture)
+
+CHUNKS = [
+    {"id": "travel-1", "text": "Hotels are reimbursed up to 600 CNY per night on business trips.", "score": 0.9},
+    {"id": "travel-2", "text": "Business trip hotels above 600 CNY per night need approval.", "score": 0.8},
+]
+
+
+def service(**settings: Any) -> tuple[FastAPI, ragwatch.RagWatch]:
+    """A RAG service watched by ragwatch on its own memory:// queue, with a /dashboard route of its own."""
+    options: dict[str, Any] = {
+        "redis_url": f"memory://dash-{uuid.uuid4().hex[:8]}",
+        "sample_rate": 1.0,
+        "sample_max_per_second": 1e6,
+        "scoring_max_per_second": 1000.0,
+        "tracing": False,
+        "flush_interval": 0.02,
+    }
+    rw = ragwatch.RagWatch("svc", registry=None, **{**options, **settings})
+
+    @rw.retriever
+    def retrieve(question: str) -> list[dict[str, Any]]:
+        return CHUNKS
+
+    @rw.llm(model="gpt-4o-mini")
+    def generate(question: str, chunks: Any) -> str:
+        return "Hotels are reimbursed up to 600 CNY per night. " + XSS_ANSWER
+
+    app = FastAPI()
+    app.add_middleware(ragwatch.RagwatchMiddleware, watch=rw)
+
+    @app.post("/ask")
+    def ask(body: dict[str, str]) -> dict[str, str]:
+        return {"answer": generate(body["question"], retrieve(body["question"]))}
+
+    @app.get("/dashboard")
+    def own_dashboard() -> PlainTextResponse:
+        return PlainTextResponse("the app's own dashboard")
+
+    return app, rw
+
+
+def serve(app: FastAPI) -> tuple[str, uvicorn.Server]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    return f"http://127.0.0.1:{port}", server
+
+
+def traffic(base: str, rw: ragwatch.RagWatch, n: int) -> None:
+    with httpx.Client(base_url=base, timeout=5) as client:
+        for i in range(n):
+            client.post("/ask", json={"question": f"{XSS_QUESTION} hotel limit {i}?"}).raise_for_status()
+            time.sleep(0.05)
+    deadline = time.monotonic() + 20
+    while len(rw.scores()) < n:
+        assert time.monotonic() < deadline, f"only {len(rw.scores())} of {n} samples scored"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def scored() -> Iterator[tuple[str, ragwatch.RagWatch]]:
+    """A service that served 30 requests and scored them all itself."""
+    app, rw = service()
+    base, server = serve(app)
+    try:
+        traffic(base, rw, 30)
+        yield base, rw
+    finally:
+        server.should_exit = True
+        rw.close(1)
+
+
+def report(url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGWATCH_")}
+    cmd = [sys.executable, "-m", "ragwatch", "report", "--url", url]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_the_service_serves_its_own_scores_at_dashboard(scored: tuple[str, ragwatch.RagWatch]) -> None:
+    base, rw = scored
+    page = httpx.get(f"{base}/dashboard")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "Content-Security-Policy" in page.text and "the app's own" not in page.text
+    data = httpx.get(f"{base}/dashboard.json").json()
+    assert data["samples"] == 30 and data["services"] == ["svc"]
+    means = {row["metric"]: row["mean"] for row in data["metrics"]}
+    records = rw.scores()
+    cp3 = sum(r["scores"]["context_precision_3"] for r in records) / len(records)
+    assert means["context_precision_3"] == pytest.approx(cp3)  # the in-process scores, not something else
+    lines = httpx.get(f"{base}/dashboard.jsonl", params={"count": 5}).text.splitlines()
+    assert [json.loads(line)["sample_id"] for line in lines] == [r["sample_id"] for r in records[:5]]
+
+
+def test_report_url_reads_a_running_service(scored: tuple[str, ragwatch.RagWatch], tmp_path: Path) -> None:
+    base, _ = scored
+    for url in (base, f"{base}/dashboard"):
+        out = report(url, tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "30 scored samples from svc" in out.stdout and "context_precision_3" in out.stdout
+    assert list(tmp_path.iterdir()) == []  # no Δ state file written unasked
+
+    app, rw = service()  # scores in process, but nothing was asked yet
+    empty, server = serve(app)
+    try:
+        out = report(empty, tmp_path)
+        assert out.returncode == 1 and "no score records in" in out.stderr and out.stdout == ""
+    finally:
+        server.should_exit = True
+        rw.close(1)
+
+
+@pytest.mark.parametrize("settings", [{"dashboard": False}, {"scoring": "off"}])
+def test_the_app_keeps_dashboard_when_switched_off_or_not_scoring(settings: dict[str, Any]) -> None:
+    app, rw = service(**settings)
+    base, server = serve(app)
+    try:
+        assert httpx.get(f"{base}/dashboard").text == "the app's own dashboard"
+        assert httpx.get(f"{base}/dashboard.json").status_code == 404  # the app has no such route
+    finally:
+        server.should_exit = True
+        rw.close(1)
+
+
+def test_a_broken_source_answers_503_and_the_service_goes_on() -> None:
+    app, rw = service()
+    base, server = serve(app)
+    try:
+
+        def broken(count: int) -> list[bytes]:
+            raise RuntimeError("a bug in the store")
+
+        rw._queue.recent_scores = broken  # type: ignore[union-attr,method-assign]
+        assert httpx.get(f"{base}/dashboard").status_code == 200  # the page itself needs no store
+        for path in ("/dashboard.json", "/dashboard.jsonl"):
+            response = httpx.get(base + path)
+            assert response.status_code == 503 and response.text == "score source unavailable\n"
+        assert httpx.post(f"{base}/ask", json={"question": "hotel?"}).status_code == 200
+    finally:
+        server.should_exit = True
+        rw.close(1)
+
+
+def test_live_page_of_the_service_in_chromium(
+    browser: Any,  # noqa: F811
+    scored: tuple[str, ragwatch.RagWatch],
+    tmp_path: Path,
+) -> None:
+    base, rw = scored
+    page = Page(browser, f"{base}/dashboard")
+    charts = {
+        c["name"]: c["points"] for c in page.js("window.ragwatch.charts.map(c => ({name: c.name, points: c.points}))")
+    }
+    assert {"context_precision_3", "faithfulness", "diagnosis_mix"} <= set(charts), charts
+    assert all(n > 0 for n in charts.values()), charts
+    for name in charts:
+        assert page.js(PAINTED, name) > 2000, f"chart {name} drew (almost) nothing"
+    assert page.js("document.querySelector('.facts').textContent").startswith("30 scored samples")
+    badge = page.js("document.querySelector('.badge').textContent")  # the mode this process decided
+    assert badge.startswith("DEGRADED") if rw.degraded else badge == "normal", badge
+    assert page.js("document.querySelectorAll('table.metrics tbody tr').length") >= 2
+    # planted markup in the questions and answers is text, never elements, and never ran
+    assert page.js("window.__xss") is None
+    assert page.js("document.querySelectorAll('a, img, svg, iframe, object, embed').length") == 0
+    text = page.js("document.body.innerText")
+    assert "<script>window.__xss='question'</script>" in text and "javascript:window.__xss='link'" in text
+    assert {u.split("/")[2] for u in page.requests} == {base.split("/")[2]}  # same origin only
+    page.wait("document.getElementById('live-status').textContent.includes('updated')")
+    assert page.errors() == [], page.errors()
+    page.shot(tmp_path / "service-live.png")
