@@ -422,6 +422,27 @@ def test_helm_schema_rejects_bad_values() -> None:
     assert out.returncode != 0
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_helm_worker_dashboard_switch(enabled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """worker.dashboard reaches the workers as RAGWATCH_DASHBOARD, in the form the settings read."""
+    from ragwatch.settings import load_settings
+
+    helm = require_helm()
+    extra = [] if enabled else ["--set", "worker.dashboard=false"]
+    config = next(d for d in render(helm, *extra) if d["kind"] == "ConfigMap")
+    assert config["data"]["RAGWATCH_DASHBOARD"] == str(enabled).lower()
+    for name in [k for k in os.environ if k.startswith("RAGWATCH_")]:
+        monkeypatch.delenv(name)
+    for name, value in config["data"].items():
+        monkeypatch.setenv(name, value)
+    assert load_settings(None).dashboard is enabled
+    out = subprocess.run(
+        [helm, "template", "rw", str(CHART), "--set-string", "worker.dashboard=sometimes"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0 and "dashboard" in out.stderr
+
+
 def _values(tmp_path: Path, values: dict[str, Any]) -> list[str]:
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values))
