@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from . import semconv as sc
 from .exposition import MetricsApp
-from .probe import ProbeVerifier
+from .probe import AddressAllowList, ProbeVerifier
 from .stages import PipelineCall
 
 if TYPE_CHECKING:
@@ -112,7 +112,18 @@ class RagwatchMiddleware:
         if dashboard is not None:
             from .dashboard import asgi_app
 
-            self._serve = asgi_app(dashboard, self._watch_request)
+            page = asgi_app(dashboard, self._watch_request)
+            # The page shows (redacted) questions and answers of other users, and a service port is often
+            # public: only the dashboard_sources addresses (loopback by default) get it.
+            viewers = AddressAllowList(settings.dashboard_sources, "dashboard_sources")
+            watch_request = self._watch_request
+
+            async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+                client = scope.get("client")
+                address = client[0] if isinstance(client, (tuple, list)) and client else None
+                await (page if viewers.allows(address) else watch_request)(scope, receive, send)
+
+            self._serve = serve
 
     def _watched(self, path: str) -> bool:
         if path.startswith(self.exclude):

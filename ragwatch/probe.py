@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from .errors import ConfigError
 
-__all__ = ["ProbeVerifier", "sign_probe"]
+__all__ = ["AddressAllowList", "ProbeVerifier", "sign_probe"]
 
 
 def _message(timestamp: str, method: str, path: str) -> bytes:
@@ -37,6 +37,28 @@ def sign_probe(secret: str | bytes, method: str, path: str, now: float | None = 
     return f"t={timestamp},sig={mac}"
 
 
+class AddressAllowList:
+    """Peer addresses or CIDR networks from a setting; a bad entry is a :class:`ConfigError` naming it."""
+
+    __slots__ = ("_networks",)
+
+    def __init__(self, sources: Iterable[str], setting: str) -> None:
+        try:
+            self._networks = tuple(ipaddress.ip_network(s, strict=False) for s in sources)
+        except ValueError as exc:
+            raise ConfigError(f"{setting}: {exc}") from None
+
+    def allows(self, client: str | None) -> bool:
+        """Whether ``client`` (a peer address as the ASGI scope gives it) is in one of the networks."""
+        if not self._networks or not client:
+            return False
+        try:
+            address = ipaddress.ip_address(client)
+        except ValueError:
+            return False
+        return any(address in net for net in self._networks)
+
+
 class ProbeVerifier:
     """Checks probe marks on the service side; ``check`` never raises on what a request carries."""
 
@@ -44,21 +66,13 @@ class ProbeVerifier:
 
     def __init__(self, secret: str | bytes | None, sources: Iterable[str] = (), max_age_seconds: float = 300.0) -> None:
         self._key = (secret.encode() if isinstance(secret, str) else secret) or None
-        try:
-            self._networks = tuple(ipaddress.ip_network(s, strict=False) for s in sources)
-        except ValueError as exc:
-            raise ConfigError(f"probe_sources: {exc}") from None
+        self._networks = AddressAllowList(sources, "probe_sources")
         self._max_age = max_age_seconds
 
     def check(self, value: bytes, method: str, path: str, client: str | None, now: float | None = None) -> bool:
         """Whether a request with this probe header value is a genuine probe."""
-        if self._networks and client:
-            try:
-                address = ipaddress.ip_address(client)
-            except ValueError:
-                address = None
-            if address is not None and any(address in net for net in self._networks):
-                return True
+        if self._networks.allows(client):
+            return True
         if self._key is None or len(value) > 200:
             return False
         fields = dict(part.partition("=")[::2] for part in value.decode("latin-1").split(","))

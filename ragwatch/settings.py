@@ -189,6 +189,11 @@ class Settings(BaseSettings):
         description="Serve the live quality page at /dashboard on the worker's port, and in a service that "
         "scores in process from RagwatchMiddleware (shows redacted questions).",
     )
+    dashboard_sources: tuple[str, ...] = Field(
+        default=("127.0.0.0/8", "::1"),
+        description="Client addresses or CIDR networks a service's in-process /dashboard answers (others reach "
+        "the app's own route); the worker's port is not filtered.",
+    )
     report_state_file: str | None = Field(
         default=None, description="Where `ragwatch report` keeps the means its Δ column compares with (unset: no Δ)."
     )

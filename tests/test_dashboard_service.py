@@ -140,8 +140,13 @@ def test_report_url_reads_a_running_service(scored: tuple[str, ragwatch.RagWatch
         rw.close(1)
 
 
-@pytest.mark.parametrize("settings", [{"dashboard": False}, {"scoring": "off"}])
+@pytest.mark.parametrize(
+    "settings",
+    [{"dashboard": False}, {"scoring": "off"}, {"dashboard_sources": ["10.99.0.0/16"]}],
+    ids=["switched-off", "not-scoring", "client-not-in-dashboard-sources"],
+)
 def test_the_app_keeps_dashboard_when_switched_off_or_not_scoring(settings: dict[str, Any]) -> None:
+    """Off, scored elsewhere, or asked by a client outside dashboard_sources: the app's own route answers."""
     app, rw = service(**settings)
     base, server = serve(app)
     try:
@@ -149,6 +154,15 @@ def test_the_app_keeps_dashboard_when_switched_off_or_not_scoring(settings: dict
         assert httpx.get(f"{base}/dashboard.json").status_code == 404  # the app has no such route
     finally:
         server.should_exit = True
+        rw.close(1)
+
+
+def test_a_bad_dashboard_source_is_a_config_error() -> None:
+    app, rw = service(dashboard_sources=["not-an-address"])
+    try:
+        with pytest.raises(ragwatch.ConfigError, match="dashboard_sources"):
+            ragwatch.RagwatchMiddleware(app, watch=rw)
+    finally:
         rw.close(1)
 
 
