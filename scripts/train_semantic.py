@@ -16,7 +16,7 @@ What it fits, and on what (``../shared/data/train/faithfulness/``, never the dev
 * **Sets**: the permissive ones (XSumFaith, Factcheck-GPT, SummEdits, WiCE, BEGIN, FaithDial, UHGEval) and,
   documented in the note, three non-commercial ones (ANLI, OCNLI, FActScore) — the weights do not rest on NC
   data alone. QAGS and CNLI ("unspecified" licence) are never read. A fixed number of pairs per set, taken
-  in a seeded order, keeps the run near 25 minutes on 2 cores shared with other work (measured ≈1–2 pairs/s).
+  in a seeded order, keeps the run at 11–30 minutes on 2 cores shared with other work (measured 1.5–4.4 pairs/s).
 * **Split**: groups (source documents) are hashed into a held-out tenth; the held-out claim-level AUC is
   printed per set and language for the lexical model, the cross-encoder and blends of the two, on the same
   pairs. Per language the blend weight with the best held-out AUC is kept (all-MiniLM is English-centric:
