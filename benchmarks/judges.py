@@ -32,9 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ragwatch.judges.offline import OfflineJudge  # noqa: E402
-from ragwatch.judges.trivial import TrivialJudge  # noqa: E402
-from ragwatch.sample import Sample, SampleChunk  # noqa: E402
+from ragwatch.sampling.sample import Sample, SampleChunk  # noqa: E402
+from ragwatch.scoring.judges.offline import OfflineJudge  # noqa: E402
+from ragwatch.scoring.judges.trivial import TrivialJudge  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "faithfulness" / "ragtruth_dev.jsonl"
 
@@ -128,8 +128,8 @@ def _peak_rss_mib() -> float:
 
 def semantic_rows(samples: list[Sample], offline_rate: float) -> dict[str, Any]:
     """Samples and pairs per CPU-second of the semantic tier and the embedding judge (caches off)."""
-    from ragwatch.judges.embedding import EmbeddingJudge
-    from ragwatch.judges.semantic import SemanticJudge
+    from ragwatch.scoring.judges.embedding import EmbeddingJudge
+    from ragwatch.scoring.judges.semantic import SemanticJudge
 
     rows: dict[str, Any] = {}
     print(f"{'judge':<16} {'samples/s/core':>15} {'pairs/s/core':>13} {'re-scored':>10} {'peak RSS MiB':>13}")

@@ -28,8 +28,8 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragwatch.keys import Keys
-from ragwatch.redis_queue import RedisQueue
+from ragwatch.queue.keys import Keys
+from ragwatch.queue.redis import RedisQueue
 
 WEEK = 7 * 24 * 3600
 

@@ -68,14 +68,14 @@ from prometheus_client import CollectorRegistry, Counter
 
 import ragwatch
 from ragwatch import RagWatch, Run, Settings, Usage
-from ragwatch.judges import TrivialJudge, Verdict
-from ragwatch.judges.offline import OfflineJudge
-from ragwatch.keys import Keys
-from ragwatch.metrics import SAMPLES_DROPPED, SAMPLES_SENT, SAMPLING_DECISIONS, WorkerMetrics, families
-from ragwatch.queue import Queue, open_queue
-from ragwatch.redact import Redactor
-from ragwatch.sample import Limits, Sample, build_sample, encode_sample
-from ragwatch.worker import Worker
+from ragwatch.metrics.catalog import SAMPLES_DROPPED, SAMPLES_SENT, SAMPLING_DECISIONS, WorkerMetrics, families
+from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.keys import Keys
+from ragwatch.sampling.redact import Redactor
+from ragwatch.sampling.sample import Limits, Sample, build_sample, encode_sample
+from ragwatch.scoring.judges import TrivialJudge, Verdict
+from ragwatch.scoring.judges.offline import OfflineJudge
+from ragwatch.scoring.worker import Worker
 
 TARGET_ENQUEUE_NS = 3_000
 TARGET_FLUSH_PER_S = 20_000

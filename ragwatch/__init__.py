@@ -18,17 +18,16 @@ Quick start::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .asgi import RagwatchMiddleware
-from .chunks import Chunk, normalize_chunks
-from .errors import CaptureError, ChunkError, ConfigError, QueueError, RagwatchError, ResponseError
-from .exposition import metrics_asgi_app, start_metrics_server
-from .pricing import Price, PricingTable
-from .responses import Usage
-from .run import Run, current_run, force_sample, suppress
-from .settings import Settings, load_settings
-from .watch import RagWatch
+from ragwatch._version import __version__
+from ragwatch.capture.asgi import RagwatchMiddleware
+from ragwatch.capture.chunks import Chunk, normalize_chunks
+from ragwatch.capture.pricing import Price, PricingTable
+from ragwatch.capture.responses import Usage
+from ragwatch.capture.run import Run, current_run, force_sample, suppress
+from ragwatch.capture.watch import RagWatch
+from ragwatch.errors import CaptureError, ChunkError, ConfigError, QueueError, RagwatchError, ResponseError
+from ragwatch.metrics.exposition import metrics_asgi_app, start_metrics_server
+from ragwatch.settings import Settings, load_settings
 
 __all__ = [
     "CaptureError",

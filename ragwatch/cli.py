@@ -18,9 +18,9 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from . import __version__
-from .errors import ConfigError, QueueError
-from .settings import load_settings
+from ragwatch._version import __version__
+from ragwatch.errors import ConfigError, QueueError
+from ragwatch.settings import load_settings
 
 __all__ = ["main"]
 
@@ -38,14 +38,14 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from .diagnosis import Thresholds
-    from .health import serve_worker_http, stall_seconds
-    from .judges import make_judges
-    from .metrics import WorkerMetrics, families
-    from .queue import open_queue
-    from .sample import Limits
-    from .sla import SLAEvaluator
-    from .worker import Worker
+    from ragwatch.metrics.catalog import WorkerMetrics, families
+    from ragwatch.mode.sla import SLAEvaluator
+    from ragwatch.queue.contract import open_queue
+    from ragwatch.sampling.sample import Limits
+    from ragwatch.scoring.diagnosis import Thresholds
+    from ragwatch.scoring.health import serve_worker_http, stall_seconds
+    from ragwatch.scoring.judges import make_judges
+    from ragwatch.scoring.worker import Worker
 
     settings = load_settings(
         args.config_file,
@@ -90,9 +90,9 @@ def _worker(args: argparse.Namespace) -> int:
     if settings.worker_port is not None and not args.burst:
         dashboard = None
         if settings.dashboard:
-            from .dashboard import Dashboard
-            from .report import default_thresholds
-            from .sources import QueueSource
+            from ragwatch.report.build import default_thresholds
+            from ragwatch.report.dashboard import Dashboard
+            from ragwatch.report.sources import QueueSource
 
             dashboard = Dashboard(QueueSource(queue), default_thresholds(settings), settings.sla_policy())
         server = serve_worker_http(worker, settings.worker_port, settings.worker_addr, dashboard=dashboard)
@@ -133,7 +133,7 @@ def _shared_queue_url(settings: Any, command: str) -> str:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from .queue import open_queue
+    from ragwatch.queue.contract import open_queue
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
     queue = open_queue(_shared_queue_url(settings, "health"), settings.service)
@@ -157,8 +157,8 @@ def _health(args: argparse.Namespace) -> int:
 
 
 def _degrade(args: argparse.Namespace) -> int:
-    from .degrade import effective
-    from .queue import open_queue
+    from ragwatch.mode.degrade import effective
+    from ragwatch.queue.contract import open_queue
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
     queue = open_queue(_shared_queue_url(settings, "degrade"), settings.service)
@@ -171,13 +171,13 @@ def _degrade(args: argparse.Namespace) -> int:
 
 
 def _eval_judge(args: argparse.Namespace) -> int:
-    from .evaluate import main as evaluate
+    from ragwatch.scoring.evaluate import main as evaluate
 
     return evaluate(args.rest)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from .replay import ReplayOptions, parse_duration, run
+    from ragwatch.replay.prober import ReplayOptions, parse_duration, run
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per probe drowns the summary
@@ -234,7 +234,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from ragwatch.demo import run_demo
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     result = run_demo(
@@ -253,8 +253,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import build_report, default_thresholds, load_state, save_state
-    from .sources import EndpointSource, JsonlSource, QueueSource
+    from ragwatch.report.build import build_report, default_thresholds, load_state, save_state
+    from ragwatch.report.sources import EndpointSource, JsonlSource, QueueSource
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
     queue = None
@@ -265,7 +265,7 @@ def _report(args: argparse.Namespace) -> int:
     elif args.url:
         source = EndpointSource(args.url)
     else:
-        from .queue import open_queue
+        from ragwatch.queue.contract import open_queue
 
         try:
             url = _shared_queue_url(settings, "report")
@@ -287,8 +287,8 @@ def _report(args: argparse.Namespace) -> int:
     thresholds = default_thresholds(settings)
     report = build_report(records, thresholds, previous, worst=args.worst)
     if args.html:
-        from .dashboard import render_html
-        from .view import view_data
+        from ragwatch.report.dashboard import render_html
+        from ragwatch.report.view import view_data
 
         data = view_data(
             records, thresholds, settings.sla_policy(), mode, previous, source=source.name, worst=args.worst
@@ -417,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval-judge"]:  # its own parser (argparse cannot forward "--help" through REMAINDER)
-        from .evaluate import main as evaluate
+        from ragwatch.scoring.evaluate import main as evaluate
 
         return evaluate(argv[1:])
     parser = build_parser()

@@ -9,7 +9,7 @@ Every error ragwatch raises on purpose derives from one root, so callers can cat
     │   └── ResponseError
     ├── QueueError         Redis (or the memory backend) failed: retried and counted, never raised into the host
     │   └── QueueFullError Redis refused a write at maxmemory (noeviction): drops count as queue_full
-    └── SampleDecodeError  a stream entry is not a readable sample (defined in ragwatch.sample)
+    └── SampleDecodeError  a stream entry is not a readable sample (defined in ragwatch.sampling.sample)
 
 Capture errors never reach the host application: the wrappers count and log them (fail open). They exist
 so the pure helpers (normalisation, pricing) can say precisely what went wrong to tests and to the logs.
@@ -50,7 +50,7 @@ class ResponseError(CaptureError, TypeError):
 
 class QueueError(RagwatchError):
     """The sample queue (Redis or the memory backend) could not do what was asked; Redis errors are
-    translated into this at one boundary, in :mod:`ragwatch.redis_queue`."""
+    translated into this at one boundary, in :mod:`ragwatch.queue.redis`."""
 
 
 class QueueFullError(QueueError):

@@ -1,18 +1,16 @@
-"""Three ways to expose ragwatch's metrics: a standalone HTTP server, an ASGI app, and multiprocess mode.
+"""Moved to :mod:`ragwatch.metrics.exposition`.
 
-Pre-fork servers (gunicorn, uvicorn with ``--workers``) run one Python process per worker; each keeps its
-own counters. prometheus_client's multiprocess mode has every process write to files in
-``PROMETHEUS_MULTIPROC_DIR`` and merges them at scrape time. Set that variable *before* the workers start
-(and empty the directory at deploy), then serve :func:`metrics_registry` from any one endpoint; in
-gunicorn, call :func:`mark_process_dead` from the ``child_exit`` hook.
+Kept so that the documented ``ragwatch.exposition`` imports keep working.
 """
 
-from __future__ import annotations
-
-import os
-from typing import Any
-
-from prometheus_client import REGISTRY, CollectorRegistry, make_asgi_app, multiprocess, start_http_server
+from ragwatch.metrics.exposition import (
+    MetricsApp,
+    mark_process_dead,
+    metrics_asgi_app,
+    metrics_registry,
+    multiprocess_enabled,
+    start_metrics_server,
+)
 
 __all__ = [
     "MetricsApp",
@@ -22,55 +20,3 @@ __all__ = [
     "multiprocess_enabled",
     "start_metrics_server",
 ]
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-
-def multiprocess_enabled() -> bool:
-    """True when this process writes its metrics to shared files (prometheus_client multiprocess mode)."""
-    return bool(os.environ.get(MULTIPROC_ENV))
-
-
-def metrics_registry(registry: CollectorRegistry | None = None) -> CollectorRegistry:
-    """The registry a scrape should read: the merged view of all processes in multiprocess mode."""
-    if multiprocess_enabled():
-        merged = CollectorRegistry()
-        multiprocess.MultiProcessCollector(merged)
-        return merged
-    return registry if registry is not None else REGISTRY
-
-
-class MetricsApp:
-    """The ASGI app of :func:`metrics_asgi_app`: prometheus_client's, under a type the middleware knows.
-
-    Starlette serves a mount at ``/metrics/`` only and answers ``/metrics`` with a 307, which scrapers
-    configured not to follow redirects read as an empty target. :class:`~ragwatch.RagwatchMiddleware`
-    recognises this app behind a mount and hands it the bare path itself; as a route endpoint
-    (``app.add_route("/metrics", ragwatch.metrics_asgi_app())``) it needs no help.
-    """
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.registry = registry
-        self._app = make_asgi_app(registry)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self._app(scope, receive, send)
-
-
-def metrics_asgi_app(registry: CollectorRegistry | None = None) -> MetricsApp:
-    """An ASGI app answering Prometheus scrapes; mount it at ``/metrics`` (or add it as a route)."""
-    return MetricsApp(metrics_registry(registry))
-
-
-def start_metrics_server(
-    port: int = 0, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None
-) -> tuple[Any, Any]:
-    """Serve ``/metrics`` from a daemon thread; returns ``(server, thread)``. ``port=0`` picks a free one
-    (read it from ``server.server_port``)."""
-    return start_http_server(port, addr, metrics_registry(registry))
-
-
-def mark_process_dead(pid: int) -> None:
-    """Drop a dead worker's live gauges in multiprocess mode (gunicorn ``child_exit`` hook)."""
-    if multiprocess_enabled():
-        multiprocess.mark_process_dead(pid)

@@ -13,7 +13,7 @@ import time
 
 from prometheus_client import Counter
 
-from .labels import safe_text
+from ragwatch.labels import safe_text
 
 __all__ = ["COMPONENTS", "Guard"]
 

@@ -22,9 +22,9 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from .degrade import Policy
-from .errors import ConfigError
-from .redact import BUILTIN_PATTERNS
+from ragwatch.errors import ConfigError
+from ragwatch.mode.degrade import Policy
+from ragwatch.sampling.redact import BUILTIN_PATTERNS
 
 __all__ = ["DEFAULT_LATENCY_BUCKETS", "PriceSetting", "Settings", "load_settings"]
 
@@ -47,7 +47,7 @@ DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
 
 CONFIG_FILE_ENV = "RAGWATCH_CONFIG_FILE"
 
-#: Judges a worker can run (built by ``ragwatch.judges.make_judges``; named here so validating settings
+#: Judges a worker can run (built by ``ragwatch.scoring.judges.make_judges``; named here so validating settings
 #: does not load the judges into a service process).
 JUDGE_NAMES = ("offline", "llm", "cascade", "trivial", "embedding", "semantic")
 

@@ -5,7 +5,7 @@ Usage (from the project root, with the shared data next to it)::
     python scripts/eval_answer_relevance.py [--data ../shared/data] [--json]
 
 Nothing is fitted here, and nothing is stored: the set is rebuilt from ``../shared/data/`` at every run.
-Answer relevance has no learned weights (its caps are set a priori, :mod:`ragwatch.judges.answer_relevance`).
+Answer relevance has no learned weights (its caps are set a priori, :mod:`ragwatch.scoring.judges.answer_relevance`).
 
 How the set is built (every question of the sources below, deduplicated on question and answer):
 
@@ -37,12 +37,12 @@ from typing import Any
 
 import trainkit as kit
 
-from ragwatch.evaluate import roc_auc
-from ragwatch.judges.answer_relevance import answer_relevance
-from ragwatch.judges.offline import OfflineJudge
-from ragwatch.judges.relevance import question_kind, type_match
-from ragwatch.judges.text import content_tokens, token_prior
-from ragwatch.sample import Sample
+from ragwatch.sampling.sample import Sample
+from ragwatch.scoring.evaluate import roc_auc
+from ragwatch.scoring.judges.answer_relevance import answer_relevance
+from ragwatch.scoring.judges.offline import OfflineJudge
+from ragwatch.scoring.judges.relevance import question_kind, type_match
+from ragwatch.scoring.judges.text import content_tokens, token_prior
 
 THRESHOLD = 0.85
 _YEAR_RE = re.compile(r"(?<!\d)(1[6-9]\d\d|20\d\d)(?!\d)")

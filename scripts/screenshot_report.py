@@ -33,10 +33,10 @@ def main() -> None:
 
     from playwright.sync_api import sync_playwright
 
-    from ragwatch.dashboard import render_html
     from ragwatch.demo.run import demo_policy, run_demo
-    from ragwatch.report import default_thresholds
-    from ragwatch.view import view_data
+    from ragwatch.report.build import default_thresholds
+    from ragwatch.report.dashboard import render_html
+    from ragwatch.report.view import view_data
 
     result = run_demo(requests=args.requests, seed=7, progress=False, out=lambda _: None)
     data = view_data(

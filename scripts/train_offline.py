@@ -1,4 +1,4 @@
-"""Fit the offline judge's claim-support model and write ``ragwatch/judges/offline_weights.json``.
+"""Fit the offline judge's claim-support model and write ``ragwatch/scoring/judges/offline_weights.json``.
 
 Usage (from the project root, with the shared data next to it)::
 
@@ -24,7 +24,7 @@ What it is fitted on, and what not:
   weight or rule is fitted on them; ``halueval_qa.jsonl`` is not read at all.
 
 The model is gradient-boosted trees (``trainkit.fit_gbt``, numpy, deterministic) over the alignment
-features of :data:`ragwatch.judges.offline.FAITH_FEATURES`, with monotone constraints where a feature's
+features of :data:`ragwatch.scoring.judges.offline.FAITH_FEATURES`, with monotone constraints where a feature's
 direction is clear. The script prints grouped k-fold cross-validation (folds by the rows' ``group``, the
 source document) and leave-one-dataset-out tables for the new model, for the model shipped before it
 (the 2026-11 logistic calibration fitted on dev, :data:`TODAY`) and for those thirteen features refitted
@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 import trainkit as kit
 
-from ragwatch.evaluate import precision_recall_f1, roc_auc, row_to_sample
-from ragwatch.judges.offline import (
+from ragwatch.scoring.evaluate import precision_recall_f1, roc_auc, row_to_sample
+from ragwatch.scoring.judges.offline import (
     FAITH_FEATURES,
     FAITH_SIGNS,
     LEGACY_FEATURES,

@@ -1,4 +1,4 @@
-"""Fit the offline judge's chunk-relevance model and write ``ragwatch/judges/relevance_weights.json``.
+"""Fit the offline judge's chunk-relevance model and write ``ragwatch/scoring/judges/relevance_weights.json``.
 
 Usage (from the project root, with the shared data next to it)::
 
@@ -16,7 +16,7 @@ one for the rest, on ``relevance/wikiqa_dev.jsonl`` and ``relevance/rgb_relevanc
 which differs between corpora and in production: WikiQA lists are 5 % relevant, RGB's 35 %). The slopes of
 the calibration and every feature weight come from the corpus.
 
-The model (see :mod:`ragwatch.judges.relevance`), fitted in three steps with numpy only:
+The model (see :mod:`ragwatch.scoring.judges.relevance`), fitted in three steps with numpy only:
 
 1. **stage 1**: an L2 logistic regression (Newton's method, each class and file weighing the same, every
    weight constrained to its sign) of "relevant" on the direct features; its probabilities are the votes of
@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 import trainkit as kit
 
-from ragwatch.evaluate import expected_calibration_error, neutral_order_key, roc_auc
-from ragwatch.judges.relevance import (
+from ragwatch.scoring.evaluate import expected_calibration_error, neutral_order_key, roc_auc
+from ragwatch.scoring.judges.relevance import (
     DIRECT_FEATURES,
     RELEVANCE_FEATURES,
     RELEVANCE_SIGNS,
@@ -57,7 +57,7 @@ from ragwatch.judges.relevance import (
     consensus,
     is_cjk_question,
 )
-from ragwatch.retrieval_metrics import average_precision_from_labels
+from ragwatch.scoring.retrieval_metrics import average_precision_from_labels
 
 TRAIN_FILES = ("train/relevance/factcheck_gpt.jsonl", "train/relevance/selqa.jsonl", "train/relevance/dureader.jsonl")
 DEV_FILES = ("relevance/wikiqa_dev.jsonl", "relevance/rgb_relevance_dev.jsonl")
@@ -109,7 +109,7 @@ def fit_offset(z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> flo
 
 
 def _feature_code_digest() -> str:
-    judges = kit.ROOT / "ragwatch" / "judges"
+    judges = kit.ROOT / "ragwatch" / "scoring" / "judges"
     return hashlib.sha256(b"".join((judges / f).read_bytes() for f in ("relevance.py", "text.py"))).hexdigest()[:12]
 
 

@@ -1,4 +1,4 @@
-"""Fine-tune the semantic tier's cross-encoder (ragwatch/judges/semantic_weights.{json,safetensors}).
+"""Fine-tune the semantic tier's cross-encoder (ragwatch/scoring/judges/semantic_weights.{json,safetensors}).
 
     python scripts/train_semantic.py            # train, validate, set the threshold on dev, write both files
     python scripts/train_semantic.py --stage validate    # keep the tensors, redo the held-out table, blend, band
@@ -8,7 +8,7 @@
 What it fits, and on what (``../shared/data/train/faithfulness/``, never the dev files):
 
 * **Pairs**: every verifiable claim of each training row, split and aligned by today's offline judge, paired
-  with its best lexical evidence widened to a window (:func:`ragwatch.judges.crossencoder.context_window`,
+  with its best lexical evidence widened to a window (:func:`ragwatch.scoring.judges.crossencoder.context_window`,
   the same function the judge uses at run time). Labels: sets with span labels (XSumFaith, UHGEval) give one
   label per claim (a claim overlapping a hallucinated span is unsupported); the other sets label the whole
   answer, so a single-claim answer keeps its label and a faithful multi-claim answer makes every claim
@@ -60,9 +60,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ragwatch.evaluate import precision_recall_f1, roc_auc, row_to_sample  # noqa: E402
-from ragwatch.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, CrossEncoder, context_window  # noqa: E402
-from ragwatch.judges.offline import OfflineJudge, claim_labels  # noqa: E402
+from ragwatch.scoring.evaluate import precision_recall_f1, roc_auc, row_to_sample  # noqa: E402
+from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, CrossEncoder, context_window  # noqa: E402
+from ragwatch.scoring.judges.offline import OfflineJudge, claim_labels  # noqa: E402
 
 THREADS = 2
 SEED = 13
@@ -253,7 +253,7 @@ def validate(model: CrossEncoder, held: list[dict[str, Any]], lexical_threshold:
 
 def set_threshold(data: Path, weights: Path, note: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     """The cascaded-P threshold maximising pooled response-level F1 over the dev files (the only use of dev)."""
-    from ragwatch.judges.semantic import SemanticJudge
+    from ragwatch.scoring.judges.semantic import SemanticJudge
 
     judge = SemanticJudge(weights_path=weights, note=note)
     responses = []  # (label, [(p or None, lexical bad)] per verifiable claim)

@@ -148,7 +148,7 @@ def fit_gbt(
     file rebuilds byte for byte. ``signs`` (+1 / -1 / 0 per feature) are monotone constraints in the
     "basic" form: a split whose children's values go the wrong way is not taken, and each child's values
     are bounded by the midpoint, so the whole ensemble is monotone in every constrained feature. Returns
-    the spec :class:`ragwatch.judges.trees.TreeEnsemble` reads (node thresholds, leaf values, base).
+    the spec :class:`ragwatch.scoring.judges.trees.TreeEnsemble` reads (node thresholds, leaf values, base).
     ``init``: a margin per row to boost from (a linear model's logits); the base is then 0.
     """
     n, d = x.shape

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from ragwatch.sample import Sample, SampleChunk
+from ragwatch.sampling.sample import Sample, SampleChunk
 from tests.servers import RedisServer
 
 
@@ -84,7 +84,7 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def _fresh_memory_queues() -> Iterator[None]:
-    from ragwatch.memory_queue import MemoryQueue
+    from ragwatch.queue.memory import MemoryQueue
 
     MemoryQueue.reset_all()
     yield

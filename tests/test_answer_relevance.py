@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragwatch.judges.answer_relevance import answer_relevance, check_answer
-from ragwatch.judges.offline import OfflineJudge
+from ragwatch.scoring.judges.answer_relevance import answer_relevance, check_answer
+from ragwatch.scoring.judges.offline import OfflineJudge
 from tests.conftest import judge_sample as make
 
 THRESHOLD = 0.85  # settings' health threshold of answer_relevance

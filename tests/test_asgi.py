@@ -16,8 +16,8 @@ from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 import ragwatch
-from ragwatch.asgi import PROBE_HEADER, RagwatchMiddleware
-from ragwatch.probe import sign_probe
+from ragwatch.capture.asgi import PROBE_HEADER, RagwatchMiddleware
+from ragwatch.capture.probe import sign_probe
 from tests.conftest import Spans, sample, stage_count
 
 
@@ -162,7 +162,7 @@ def test_signed_probe_header_marks_the_run(registry: CollectorRegistry, provider
         client.post("/ask", json={"question": "q"})
     assert [r.tags.get("probe") for r in runs] == ["1", None, None, None, None]
     roots = [s for s in spans.all() if s.name == "rag svc"]
-    assert [s.attributes.get("ragwatch.probe") for s in roots] == [True, None, None, None, None]
+    assert [s.attributes.get("ragwatch.capture.probe") for s in roots] == [True, None, None, None, None]
     assert sample(registry, "ragwatch_probe_headers_total", service="svc", outcome="accepted") == 1
     assert sample(registry, "ragwatch_probe_headers_total", service="svc", outcome="ignored") == 3
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from ragwatch.errors import ConfigError
-from ragwatch.judges import make_judges
-from ragwatch.judges.base import Verdict
-from ragwatch.judges.cascade import CascadeJudge
-from ragwatch.sample import Sample
+from ragwatch.sampling.sample import Sample
+from ragwatch.scoring.judges import make_judges
+from ragwatch.scoring.judges.base import Verdict
+from ragwatch.scoring.judges.cascade import CascadeJudge
 from ragwatch.settings import load_settings
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ragwatch.chunks import Chunk, content_id, normalize_chunk, normalize_chunks
+from ragwatch.capture.chunks import Chunk, content_id, normalize_chunk, normalize_chunks
 from ragwatch.errors import CaptureError, ChunkError
 from tests.servers import require_package
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragwatch.judges.offline import FAITH_FEATURES, SUPPORTED, UNSUPPORTED, WEIGHTS_PATH, OfflineJudge
-from ragwatch.judges.trees import TreeEnsemble
+from ragwatch.scoring.judges.offline import FAITH_FEATURES, SUPPORTED, UNSUPPORTED, WEIGHTS_PATH, OfflineJudge
+from ragwatch.scoring.judges.trees import TreeEnsemble
 from tests.conftest import judge_sample as make
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +201,7 @@ def test_gbt_fit_is_deterministic_monotone_and_matches_inference() -> None:
 @pytest.mark.skipif(not (DATA / "train" / "faithfulness" / "wice.jsonl").exists(), reason="shared data absent")
 def test_export_rebuilds_byte_for_byte_on_a_corpus_slice(judge: OfflineJudge) -> None:
     """The weight file's recipe on a small deterministic slice of the corpus: features, fit, JSON — twice."""
-    from ragwatch.evaluate import row_to_sample
+    from ragwatch.scoring.evaluate import row_to_sample
 
     rows = trainkit.read_jsonl(DATA / "train" / "faithfulness" / "factcheck_gpt.jsonl")[:120]
     feats, labels = [], []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragwatch.judges.claims import Claim, mask_inline_code, split_claims
+from ragwatch.scoring.judges.claims import Claim, mask_inline_code, split_claims
 
 CASES: list[tuple[str, str, list[tuple[str, int, int]]]] = [
     (

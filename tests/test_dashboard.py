@@ -23,12 +23,12 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from ragwatch.dashboard import Dashboard
-from ragwatch.degrade import Policy
-from ragwatch.health import serve_worker_http
-from ragwatch.queue import open_queue
-from ragwatch.sources import QueueSource
-from ragwatch.worker import Worker
+from ragwatch.mode.degrade import Policy
+from ragwatch.queue.contract import open_queue
+from ragwatch.report.dashboard import Dashboard
+from ragwatch.report.sources import QueueSource
+from ragwatch.scoring.health import serve_worker_http
+from ragwatch.scoring.worker import Worker
 from tests.scored import XSS_ANSWER, XSS_CHUNK, XSS_QUESTION, XSS_ROUTE, scored_records
 from tests.servers import free_port, require_binary
 
@@ -138,8 +138,8 @@ def assert_page_is_sound(page: Page, *, samples: int) -> None:
 
 
 def test_an_empty_source_says_so(browser: Any, tmp_path: Path) -> None:
-    from ragwatch.dashboard import render_html
-    from ragwatch.view import view_data
+    from ragwatch.report.dashboard import render_html
+    from ragwatch.report.view import view_data
 
     html = tmp_path / "empty.html"
     html.write_text(render_html(view_data([], THRESHOLDS, POLICY)), encoding="utf-8")

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from ragwatch.degrade import ModeState, Policy, effective, step, window_value
 from ragwatch.errors import ConfigError
+from ragwatch.mode.degrade import ModeState, Policy, effective, step, window_value
 
 POLICY = Policy(
     window_seconds=600, window_samples=20, min_samples=10, margin=0.05, hold_seconds=60, min_dwell_seconds=300

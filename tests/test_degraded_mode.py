@@ -21,13 +21,13 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 import ragwatch
-from ragwatch.degrade import ModeState, Policy
-from ragwatch.judges.base import Verdict
-from ragwatch.metrics import WorkerMetrics, families
-from ragwatch.queue import Queue, open_queue
-from ragwatch.sample import Sample
-from ragwatch.sla import SLAEvaluator
-from ragwatch.worker import Worker
+from ragwatch.metrics.catalog import WorkerMetrics, families
+from ragwatch.mode.degrade import ModeState, Policy
+from ragwatch.mode.sla import SLAEvaluator
+from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.sampling.sample import Sample
+from ragwatch.scoring.judges.base import Verdict
+from ragwatch.scoring.worker import Worker
 from tests.conftest import sample as metric
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -82,8 +82,8 @@ def test_replayed_degraded_period_matches_what_the_demo_did(quick_result) -> Non
     """The page's red band is replayed from the scores with the breaker the worker ran: one period, as long
     as the live one (within the worker's tick and scoring lag)."""
     from ragwatch.demo.run import demo_policy
-    from ragwatch.report import default_thresholds
-    from ragwatch.view import view_data
+    from ragwatch.report.build import default_thresholds
+    from ragwatch.report.view import view_data
 
     result, _ = quick_result
     data = view_data(result.records, default_thresholds(), demo_policy(quick=True))

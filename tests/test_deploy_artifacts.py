@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ragwatch.metrics import METRIC_NAMES
+from ragwatch.metrics.catalog import METRIC_NAMES
 
 from .servers import require_binary
 
@@ -543,7 +543,7 @@ def test_helm_liveness_outlasts_the_llm_judges_worst_case(
 ) -> None:
     """The worker's /livez stall limit comes from the chart's ConfigMap (the same settings the pod loads),
     and together with the probe's own window it must outlast one LLM-judged sample's worst case."""
-    from ragwatch.health import stall_seconds
+    from ragwatch.scoring.health import stall_seconds
     from ragwatch.settings import load_settings
 
     helm = require_helm()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ragwatch.diagnosis import ADVICE, DIAGNOSES, Thresholds, diagnose
 from ragwatch.errors import ConfigError
-from ragwatch.judges.base import ANSWER_RELEVANCE, FAITHFULNESS, context_precision
+from ragwatch.scoring.diagnosis import ADVICE, DIAGNOSES, Thresholds, diagnose
+from ragwatch.scoring.judges.base import ANSWER_RELEVANCE, FAITHFULNESS, context_precision
 
 CP3 = context_precision(3)
 GOOD = {CP3: 0.9, FAITHFULNESS: 0.9, ANSWER_RELEVANCE: 0.95}

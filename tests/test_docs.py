@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import ragwatch
-from ragwatch.metrics import METRIC_NAMES
+from ragwatch.metrics.catalog import METRIC_NAMES
 from ragwatch.settings import Settings
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()

@@ -19,12 +19,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 import ragwatch
-from ragwatch.embedded import Budget, scores_in_process
-from ragwatch.judges.trivial import TrivialJudge
-from ragwatch.memory_queue import MemoryQueue
-from ragwatch.queue import open_queue
+from ragwatch.queue.contract import open_queue
+from ragwatch.queue.memory import MemoryQueue
+from ragwatch.scoring.embedded import Budget, scores_in_process
+from ragwatch.scoring.judges.trivial import TrivialJudge
+from ragwatch.scoring.worker import ScoreRecord, Worker
 from ragwatch.settings import load_settings
-from ragwatch.worker import ScoreRecord, Worker
 from tests.conftest import sample
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,7 +215,7 @@ def test_on_score_hook_sees_each_record_once_and_its_errors_are_contained() -> N
     worker = Worker(
         queue, [TrivialJudge()], concurrency=0, block_ms=20, on_score=[boom, lambda r: seen.append(r.sample_id)]
     )
-    from ragwatch.sample import Sample, SampleChunk, encode_sample
+    from ragwatch.sampling.sample import Sample, SampleChunk, encode_sample
 
     def payload(i: int) -> bytes:
         return encode_sample(Sample(f"s{i}", "emb", "q", "a", [SampleChunk("c", 1, "a")], created_at=time.time()))
@@ -342,7 +342,7 @@ def test_the_quickstart_example_runs_with_no_redis() -> None:
 def test_logs_nothing_about_processes_in_a_single_process(caplog: pytest.LogCaptureFixture) -> None:
     rw, answer = watched(None)
     try:
-        with caplog.at_level(logging.WARNING, logger="ragwatch.embedded"):
+        with caplog.at_level(logging.WARNING, logger="ragwatch.scoring.embedded"):
             answer("q")
             wait_for(lambda: len(rw.scores()) == 1)
         assert not [r for r in caplog.records if "not shared" in r.getMessage()]

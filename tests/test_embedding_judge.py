@@ -12,16 +12,16 @@ if os.environ.get("CI") != "true":
     pytest.importorskip("sentence_transformers")
 
 from ragwatch.errors import ConfigError
-from ragwatch.judges import make_judges
-from ragwatch.judges.base import (
+from ragwatch.scoring.judges import make_judges
+from ragwatch.scoring.judges.base import (
     ANSWER_RELEVANCE,
     CONTEXT_RELEVANCE,
     FAITHFULNESS,
     context_precision,
     context_precision_ranked,
 )
-from ragwatch.judges.embedding import EmbeddingJudge, resolve_model_path
-from ragwatch.judges.offline import OfflineJudge
+from ragwatch.scoring.judges.embedding import EmbeddingJudge, resolve_model_path
+from ragwatch.scoring.judges.offline import OfflineJudge
 from ragwatch.settings import JUDGE_NAMES
 from tests.conftest import judge_sample as make
 
@@ -114,7 +114,7 @@ def test_score_names_and_ranges(judge: EmbeddingJudge) -> None:
 
 
 def test_chunk_embeddings_are_cached_by_chunk_and_bounded(judge: EmbeddingJudge) -> None:
-    from ragwatch.judges.semantic import LRUCache
+    from ragwatch.scoring.judges.semantic import LRUCache
 
     encoded: list[str] = []
     encode = judge._encode

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ragwatch.evaluate import (
+from ragwatch.scoring.evaluate import (
     EvalInputError,
     detect_kind,
     expected_calibration_error,

@@ -13,12 +13,12 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from ragwatch.evaluation_events import EVENT_NAME, EvaluationEvents
-from ragwatch.judges import TrivialJudge
-from ragwatch.judges.base import Verdict
-from ragwatch.queue import open_queue
-from ragwatch.sample import Sample, decode_sample
-from ragwatch.worker import Worker
+from ragwatch.queue.contract import open_queue
+from ragwatch.sampling.sample import Sample, decode_sample
+from ragwatch.scoring.evaluation_events import EVENT_NAME, EvaluationEvents
+from ragwatch.scoring.judges import TrivialJudge
+from ragwatch.scoring.judges.base import Verdict
+from ragwatch.scoring.worker import Worker
 from tests.conftest import Spans
 
 

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 import ragwatch
-from ragwatch.exposition import start_metrics_server
+from ragwatch.metrics.exposition import start_metrics_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +79,7 @@ APP = textwrap.dedent(
     import os
     from prometheus_client import make_wsgi_app
     import ragwatch
-    from ragwatch.exposition import metrics_registry
+    from ragwatch.metrics.exposition import metrics_registry
 
     rw = ragwatch.RagWatch("prefork", tracing=False)
 
@@ -99,7 +99,7 @@ APP = textwrap.dedent(
 )
 CONF = textwrap.dedent(
     """
-    from ragwatch.exposition import mark_process_dead
+    from ragwatch.metrics.exposition import mark_process_dead
 
     def child_exit(server, worker):
         mark_process_dead(worker.pid)

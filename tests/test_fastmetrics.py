@@ -1,4 +1,4 @@
-"""The thread-sharded counters and histograms on the request path (ragwatch.fastmetrics)."""
+"""The thread-sharded counters and histograms on the request path (ragwatch.metrics.fast)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from ragwatch import fastmetrics
-from ragwatch.fastmetrics import ShardedCounter, ShardedHistogram, counter, histogram
+from ragwatch.metrics import fast as fastmetrics
+from ragwatch.metrics.fast import ShardedCounter, ShardedHistogram, counter, histogram
 
 BUCKETS = (0.005, 0.01, 0.1, 1.0, 10.0)
 

@@ -27,15 +27,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 import ragwatch
-from ragwatch.asgi import PROBE_HEADER
-from ragwatch.degrade import ModeState, Policy, window_value
-from ragwatch.judges.base import Verdict
-from ragwatch.mode import ModeWatcher
-from ragwatch.probe import sign_probe
-from ragwatch.queue import open_queue
-from ragwatch.sample import Sample
-from ragwatch.sla import SLAEvaluator
-from ragwatch.worker import Worker
+from ragwatch.capture.asgi import PROBE_HEADER
+from ragwatch.capture.probe import sign_probe
+from ragwatch.mode.degrade import ModeState, Policy, window_value
+from ragwatch.mode.sla import SLAEvaluator
+from ragwatch.mode.watcher import ModeWatcher
+from ragwatch.queue.contract import open_queue
+from ragwatch.sampling.sample import Sample
+from ragwatch.scoring.judges.base import Verdict
+from ragwatch.scoring.worker import Worker
 from tests.conftest import sample
 from tests.servers import free_port
 
@@ -215,8 +215,8 @@ def test_crafted_traceparents_sample_at_the_configured_rate(redis_url: str) -> N
 
 
 def test_replicas_sharing_the_secret_agree_and_others_do_not() -> None:
-    from ragwatch.run import Run
-    from ragwatch.sampling import Sampler
+    from ragwatch.capture.run import Run
+    from ragwatch.sampling.sampler import Sampler
 
     a, b = Sampler(0.3, secret=b"shared"), Sampler(0.3, secret=b"shared")
     c = Sampler(0.3, secret=b"another deployment")

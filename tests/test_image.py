@@ -29,8 +29,8 @@ import pytest
 import yaml
 
 from ragwatch.cli import build_parser
-from ragwatch.queue import open_queue
-from ragwatch.sample import Sample, SampleChunk
+from ragwatch.queue.contract import open_queue
+from ragwatch.sampling.sample import Sample, SampleChunk
 from tests.rag_app import RagApp
 from tests.servers import require_binary
 

@@ -122,7 +122,7 @@ def test_stream_records_ttft_and_the_streamed_answer(
     assert sample(registry, "ragwatch_time_to_first_token_seconds_count", service="svc", model="unknown") == 1
     # the fake model streams no usage: the tokens are estimated, and marked so
     assert run.usage is not None and run.usage.estimated
-    assert run.usage.output_tokens == ragwatch.responses.estimate_tokens(ANSWER)
+    assert run.usage.output_tokens == ragwatch.capture.responses.estimate_tokens(ANSWER)
 
 
 @pytest.mark.parametrize("handler_class", [RagwatchCallbackHandler, AsyncRagwatchCallbackHandler])

@@ -115,10 +115,10 @@ def test_stream_without_usage_is_estimated(
         assert isinstance(stream, openai.Stream)
         for _ in stream:
             pass
-    assert tokens(registry, "output", "estimated") == ragwatch.responses.estimate_tokens(
+    assert tokens(registry, "output", "estimated") == ragwatch.capture.responses.estimate_tokens(
         "Hotels are capped at 600 CNY."
     )
-    assert tokens(registry, "input", "estimated") == ragwatch.responses.estimate_tokens("How much for hotels?")
+    assert tokens(registry, "input", "estimated") == ragwatch.capture.responses.estimate_tokens("How much for hotels?")
     assert cost(registry, "estimated") > 0 and cost(registry) == 0
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragwatch.judges.text import entity_tokens, json_polarity, negation_reach, negation_scopes, scan
+from ragwatch.scoring.judges.text import entity_tokens, json_polarity, negation_reach, negation_scopes, scan
 
 
 def test_an_approximator_must_stand_right_before_its_number() -> None:

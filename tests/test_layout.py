@@ -21,8 +21,8 @@ def test_service_side_does_not_import_the_scoring_side(options: str) -> None:
     script = (
         "import sys, ragwatch\n"
         f"rw = ragwatch.RagWatch('svc', {options})\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith(('ragwatch.worker', 'ragwatch.judges', "
-        "'ragwatch.health', 'starlette', 'fastapi')))\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('ragwatch.scoring.worker', 'ragwatch.scoring.judges', "
+        "'ragwatch.scoring.health', 'starlette', 'fastapi')))\n"
         "print(loaded)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -12,17 +12,12 @@ from typing import Any
 
 import pytest
 
+from ragwatch.capture.pricing import Price
+from ragwatch.capture.run import suppressed
 from ragwatch.errors import ConfigError, RagwatchError
-from ragwatch.judges.llm import (
-    JudgeError,
-    LLMJudge,
-    _context_precision,
-    _context_precision_ranked,
-)
-from ragwatch.judges.llm_prompts import PROMPT_VERSION, SYSTEM_PROMPT
-from ragwatch.pricing import Price
-from ragwatch.run import suppressed
-from ragwatch.sample import Sample, SampleChunk
+from ragwatch.sampling.sample import Sample, SampleChunk
+from ragwatch.scoring.judges.llm import JudgeError, LLMJudge, _context_precision, _context_precision_ranked
+from ragwatch.scoring.judges.llm_prompts import PROMPT_VERSION, SYSTEM_PROMPT
 from tests.openai_stub import OpenAIStub, chat_reply, raw_reply, status_reply
 
 KEY = "sk-test-SECRET-0123456789abcdef"

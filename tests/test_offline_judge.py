@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ragwatch.judges.base import context_precision, context_precision_ranked
-from ragwatch.judges.offline import (
+from ragwatch.sampling.sample import Sample, SampleChunk
+from ragwatch.scoring.judges.base import context_precision, context_precision_ranked
+from ragwatch.scoring.judges.offline import (
     FAITH_FEATURES,
     SUPPORTED,
     UNSUPPORTED,
@@ -21,8 +22,7 @@ from ragwatch.judges.offline import (
     claim_labels,
     is_unverifiable,
 )
-from ragwatch.retrieval_metrics import context_precision_ranked as context_precision_rank_aware
-from ragwatch.sample import Sample, SampleChunk
+from ragwatch.scoring.retrieval_metrics import context_precision_ranked as context_precision_rank_aware
 from tests.conftest import judge_sample as make
 
 
@@ -417,7 +417,7 @@ def test_version_tracks_the_weights(tmp_path: Path) -> None:
 
 
 def test_claim_labels_from_spans() -> None:
-    from ragwatch.judges.claims import split_claims
+    from ragwatch.scoring.judges.claims import split_claims
 
     answer = "One fact here. A made-up fact there. Another fact."
     claims = split_claims(answer)
@@ -430,8 +430,8 @@ def test_verdicts_do_not_depend_on_the_hash_seed() -> None:
     """Token sets iterate in a hash-seeded order; the judge's sums must not, or workers would disagree."""
     code = (
         "import json\n"
-        "from ragwatch.judges.offline import OfflineJudge\n"
-        "from ragwatch.sample import Sample, SampleChunk\n"
+        "from ragwatch.scoring.judges.offline import OfflineJudge\n"
+        "from ragwatch.sampling.sample import Sample, SampleChunk\n"
         "chunks = ['The old stone bridge over the river is 120 meters long and was built in 1990.',"
         " 'Trains cross the river further north, about 3 km away.', '武汉人口约1200万，是湖北省的省会。']\n"
         "s = Sample(sample_id='x', service='t', question='How long is the bridge?', created_at=0.0,"

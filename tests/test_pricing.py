@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from ragwatch.capture.pricing import DEFAULT_PRICES, Price, PricingTable
+from ragwatch.capture.responses import Usage
 from ragwatch.errors import ConfigError
-from ragwatch.pricing import DEFAULT_PRICES, Price, PricingTable
-from ragwatch.responses import Usage
 
 EXPECTED_DEFAULTS = {
     "gpt-4o",

@@ -9,13 +9,13 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
+from ragwatch.capture.run import Run
 from ragwatch.errors import QueueError
 from ragwatch.guard import Guard
-from ragwatch.keys import Keys
-from ragwatch.metrics import ProducerMetrics, families
-from ragwatch.producer import Producer
-from ragwatch.redis_queue import RedisQueue
-from ragwatch.run import Run
+from ragwatch.metrics.catalog import ProducerMetrics, families
+from ragwatch.queue.keys import Keys
+from ragwatch.queue.producer import Producer
+from ragwatch.queue.redis import RedisQueue
 from tests.conftest import sample as metric
 from tests.servers import RedisServer
 

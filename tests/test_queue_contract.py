@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from ragwatch.errors import ConfigError, QueueError
-from ragwatch.queue import Queue, open_queue
+from ragwatch.queue.contract import Queue, open_queue
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from ragwatch import redact as redact_module
 from ragwatch.errors import ConfigError
-from ragwatch.redact import BUILTIN_PATTERNS, FAILED, Redactor
+from ragwatch.sampling import redact as redact_module
+from ragwatch.sampling.redact import BUILTIN_PATTERNS, FAILED, Redactor
 
 # -- check-digit helpers ----------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragwatch.redact import Redactor
+from ragwatch.sampling.redact import Redactor
 
 REDACT = Redactor()
 WORDS = st.text(alphabet="的是了在我有他这 ，。abcxyzQRS", max_size=20)

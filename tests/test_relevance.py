@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ragwatch.evaluate import evaluate_relevance, load_rows
-from ragwatch.judges.offline import OfflineJudge
-from ragwatch.judges.relevance import (
+from ragwatch.scoring.evaluate import evaluate_relevance, load_rows
+from ragwatch.scoring.judges.offline import OfflineJudge
+from ragwatch.scoring.judges.relevance import (
     DIRECT_FEATURES,
     RELEVANCE_FEATURES,
     RELEVANCE_SIGNS,

@@ -16,15 +16,15 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from ragwatch.asgi import PROBE_HEADER
+from ragwatch.capture.asgi import PROBE_HEADER
 from ragwatch.cli import main
 from ragwatch.errors import ConfigError
-from ragwatch.memory_queue import MemoryQueue
-from ragwatch.metrics import METRIC_NAMES
-from ragwatch.queue import open_queue
-from ragwatch.replay import ProbeResult, ReplayOptions, extract, parse_duration, run, summarize
-from ragwatch.replay_source import GoldenSetError, Question, load_golden, similarity, tokens, traffic_questions
-from ragwatch.worker import Worker
+from ragwatch.metrics.catalog import METRIC_NAMES
+from ragwatch.queue.contract import open_queue
+from ragwatch.queue.memory import MemoryQueue
+from ragwatch.replay.prober import ProbeResult, ReplayOptions, extract, parse_duration, run, summarize
+from ragwatch.replay.source import GoldenSetError, Question, load_golden, similarity, tokens, traffic_questions
+from ragwatch.scoring.worker import Worker
 from tests.conftest import sample
 from tests.rag_app import DOCS, PROBE_SECRET, RagApp, retrieve
 from tests.servers import free_port
@@ -216,7 +216,7 @@ def test_connection_refused_is_connect(tmp_path: Path, capsys: pytest.CaptureFix
 def test_retries_are_off_by_default_and_counted_when_on(app: RagApp, tmp_path: Path) -> None:
     import asyncio
 
-    from ragwatch.replay import probe_all
+    from ragwatch.replay.prober import probe_all
 
     q = [Question("fail: x", "golden", relevant_ids=["x"])]
     [once] = asyncio.run(probe_all(options(app), q))
@@ -272,7 +272,7 @@ def test_traffic_questions_replayed_with_historical_drift(
     deadline = time.monotonic() + 5
     while queue.stats().length < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
-    from ragwatch.judges.trivial import TrivialJudge
+    from ragwatch.scoring.judges.trivial import TrivialJudge
 
     assert Worker(queue, [TrivialJudge()], block_ms=50).work(burst=True, max_seconds=10) == 3
     picked = traffic_questions(queue.recent_scores(10), 10)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragwatch.report import METRICS, build_report, load_records_jsonl, load_state, save_state
+from ragwatch.report.build import METRICS, build_report, load_records_jsonl, load_state, save_state
 
 ROOT = Path(__file__).resolve().parent.parent
 THRESHOLDS = {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35, "context_precision_3": 0.65}

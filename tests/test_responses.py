@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from ragwatch.errors import CaptureError, ResponseError
-from ragwatch.responses import (
+from ragwatch.capture.responses import (
     StreamAccumulator,
     Usage,
     estimate_tokens,
@@ -21,6 +20,7 @@ from ragwatch.responses import (
     extract_usage,
     read_response,
 )
+from ragwatch.errors import CaptureError, ResponseError
 from tests.servers import require_package
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ragwatch.errors import ConfigError
-from ragwatch.retrieval_metrics import (
+from ragwatch.scoring.retrieval_metrics import (
     average_precision,
     average_precision_from_labels,
     context_precision_mean,

@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 import pytest
 
-from ragwatch.judges import TrivialJudge
-from ragwatch.sample import MAX_ID_CHARS, Limits, Sample, SampleDecodeError, decode_sample
-from ragwatch.worker import Scoring
+from ragwatch.sampling.sample import MAX_ID_CHARS, Limits, Sample, SampleDecodeError, decode_sample
+from ragwatch.scoring.judges import TrivialJudge
+from ragwatch.scoring.worker import Scoring
 
 VALID: dict[str, Any] = {
     "sample_id": "0123456789abcdef0123456789abcdef",
@@ -144,7 +144,7 @@ def test_fuzzed_entries_decode_to_well_typed_samples_or_a_decode_error(seed: int
     limits = Limits(max_chunks=5, max_chunk_chars=300, max_answer_chars=400, max_question_chars=200)
     worker = Scoring.__new__(Scoring)  # only the scoring step, which needs judges and thresholds
     worker.judges, worker._timers = [TrivialJudge()], {}
-    from ragwatch.diagnosis import Thresholds
+    from ragwatch.scoring.diagnosis import Thresholds
 
     worker.thresholds = Thresholds()
     decoded = refused = 0

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from ragwatch.capture.run import Run
 from ragwatch.errors import ConfigError
-from ragwatch.run import Run
-from ragwatch.sampling import REASONS, Decision, Sampler, TokenBucket
+from ragwatch.sampling.sampler import REASONS, Decision, Sampler, TokenBucket
 
 
 class FakeClock:

@@ -16,10 +16,10 @@ if os.environ.get("CI") != "true":
     pytest.importorskip("transformers")
 
 from ragwatch.errors import ConfigError
-from ragwatch.judges import make_judges
-from ragwatch.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, base_model_dir, context_window, load_note
-from ragwatch.judges.offline import SUPPORTED, OfflineJudge
-from ragwatch.judges.semantic import LRUCache, SemanticJudge
+from ragwatch.scoring.judges import make_judges
+from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, base_model_dir, context_window, load_note
+from ragwatch.scoring.judges.offline import SUPPORTED, OfflineJudge
+from ragwatch.scoring.judges.semantic import LRUCache, SemanticJudge
 from ragwatch.settings import JUDGE_NAMES, Settings
 from tests.conftest import judge_sample as make
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ragwatch.degrade import ModeState, Policy
-from ragwatch.view import bucket_seconds, degraded_periods, view_data
+from ragwatch.mode.degrade import ModeState, Policy
+from ragwatch.report.view import bucket_seconds, degraded_periods, view_data
 from tests.scored import XSS_QUESTION, scored_records
 
 THRESHOLDS = {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35, "context_precision_3": 0.65}

@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from ragwatch.pricing import PricingTable
+from ragwatch.capture.pricing import PricingTable
 from tests.conftest import Spans, sample, stage_count
 
 CHUNKS = [
@@ -154,7 +154,7 @@ async def test_async_pipeline(any_rw: ragwatch.RagWatch, registry: CollectorRegi
         kind="output",
         source="estimated",
     )
-    assert est == 5 * ragwatch.responses.estimate_tokens("plain text answer")
+    assert est == 5 * ragwatch.capture.responses.estimate_tokens("plain text answer")
     assert all(r.usage is not None and r.usage.estimated for r in runs)
     # ...and so is their cost: billed and guessed spend are separate series
     cost = sample(registry, "ragwatch_cost_usd_total", service="svc", model="gpt-4o-mini", source="estimated")
@@ -221,7 +221,7 @@ async def test_async_generator_stream(any_rw: ragwatch.RagWatch, registry: Colle
         kind="output",
         source="estimated",
     )
-    assert est == ragwatch.responses.estimate_tokens("你好，世界")
+    assert est == ragwatch.capture.responses.estimate_tokens("你好，世界")
 
 
 class SdkStream:
@@ -633,7 +633,7 @@ def test_chunk_text_on_spans_only_when_opted_in(registry: CollectorRegistry, pro
 
 def test_many_models_fold_into_other(any_rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
     rw = any_rw
-    from ragwatch.metrics import MAX_MODELS
+    from ragwatch.metrics.catalog import MAX_MODELS
 
     @rw.llm
     def call(model: str) -> dict[str, Any]:

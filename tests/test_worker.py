@@ -21,13 +21,13 @@ import redis
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from ragwatch.judges import TrivialJudge
-from ragwatch.judges.base import Verdict
-from ragwatch.keys import Keys
-from ragwatch.metrics import WorkerMetrics, families
-from ragwatch.queue import Queue, open_queue
-from ragwatch.sample import Sample, decode_sample
-from ragwatch.worker import Worker
+from ragwatch.metrics.catalog import WorkerMetrics, families
+from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.keys import Keys
+from ragwatch.sampling.sample import Sample, decode_sample
+from ragwatch.scoring.judges import TrivialJudge
+from ragwatch.scoring.judges.base import Verdict
+from ragwatch.scoring.worker import Worker
 from tests.conftest import sample as metric
 from tests.servers import RedisServer, free_port
 
@@ -208,9 +208,9 @@ def test_scores_outside_0_1_are_rejected(url: str) -> None:
 SLOW_WORKER = textwrap.dedent(
     """
     import sys, time
-    from ragwatch.judges.trivial import TrivialJudge
-    from ragwatch.queue import open_queue
-    from ragwatch.worker import Worker
+    from ragwatch.scoring.judges.trivial import TrivialJudge
+    from ragwatch.queue.contract import open_queue
+    from ragwatch.scoring.worker import Worker
 
     class Slow(TrivialJudge):
         def score(self, sample):

@@ -23,19 +23,19 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
+from ragwatch.capture.run import Run
 from ragwatch.errors import QueueError
 from ragwatch.guard import Guard
-from ragwatch.health import serve_worker_http
-from ragwatch.judges import TrivialJudge
-from ragwatch.judges.base import Verdict
-from ragwatch.keys import Keys
-from ragwatch.metrics import ProducerMetrics, WorkerMetrics, families
-from ragwatch.producer import Producer
-from ragwatch.queue import open_queue
-from ragwatch.redis_queue import RedisQueue
-from ragwatch.run import Run
-from ragwatch.sample import Limits, Sample
-from ragwatch.worker import Worker
+from ragwatch.metrics.catalog import ProducerMetrics, WorkerMetrics, families
+from ragwatch.queue.contract import open_queue
+from ragwatch.queue.keys import Keys
+from ragwatch.queue.producer import Producer
+from ragwatch.queue.redis import RedisQueue
+from ragwatch.sampling.sample import Limits, Sample
+from ragwatch.scoring.health import serve_worker_http
+from ragwatch.scoring.judges import TrivialJudge
+from ragwatch.scoring.judges.base import Verdict
+from ragwatch.scoring.worker import Worker
 from tests.conftest import sample as metric
 from tests.servers import RedisServer, free_port
 

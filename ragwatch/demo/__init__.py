@@ -6,6 +6,6 @@ target), :mod:`.traffic` the traffic generator, :mod:`.kb` the knowledge base.
 
 from __future__ import annotations
 
-from .run import DemoResult, run_demo
+from ragwatch.demo.run import DemoResult, run_demo
 
 __all__ = ["DemoResult", "run_demo"]

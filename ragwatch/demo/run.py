@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from ..watch import RagWatch
+    from ragwatch.capture.watch import RagWatch
 
 __all__ = ["DemoResult", "demo_policy", "run_demo"]
 
@@ -63,7 +63,7 @@ class DemoResult:
 
 def demo_policy(quick: bool = False) -> Any:
     """The SLA policy of the demo: production's threshold and margin, a small window, short hold and dwell."""
-    from ..degrade import Policy
+    from ragwatch.mode.degrade import Policy
 
     return Policy(
         metric="context_precision_3",
@@ -83,7 +83,7 @@ def demo_watch(service_name: str, queue_url: str, **settings: Any) -> RagWatch:
     for the demo's model (no "unpriced model" warning)."""
     from opentelemetry.sdk.trace import TracerProvider
 
-    from ..watch import RagWatch
+    from ragwatch.capture.watch import RagWatch
 
     return RagWatch(
         service_name,
@@ -124,15 +124,15 @@ def run_demo(
     """
     from prometheus_client import REGISTRY
 
-    from ..diagnosis import Thresholds
-    from ..judges.offline import OfflineJudge
-    from ..metrics import WorkerMetrics, families
-    from ..queue import open_queue
-    from ..report import build_report, default_thresholds
-    from ..sla import SLAEvaluator
-    from ..worker import Worker
-    from .service import DemoService, build_app
-    from .traffic import Display, Phase, QuestionStream, send_phase
+    from ragwatch.demo.service import DemoService, build_app
+    from ragwatch.demo.traffic import Display, Phase, QuestionStream, send_phase
+    from ragwatch.metrics.catalog import WorkerMetrics, families
+    from ragwatch.mode.sla import SLAEvaluator
+    from ragwatch.queue.contract import open_queue
+    from ragwatch.report.build import build_report, default_thresholds
+    from ragwatch.scoring.diagnosis import Thresholds
+    from ragwatch.scoring.judges.offline import OfflineJudge
+    from ragwatch.scoring.worker import Worker
 
     if not 0.0 <= hallucination_rate <= 1.0:
         raise ValueError("hallucination_rate must be within 0..1")
@@ -199,8 +199,8 @@ def run_demo(
     app = build_app(demo_service)
     server = None
     if serve:
-        from ..dashboard import Dashboard, asgi_app
-        from ..sources import QueueSource
+        from ragwatch.report.dashboard import Dashboard, asgi_app
+        from ragwatch.report.sources import QueueSource
 
         dashboard = Dashboard(QueueSource(queue), thresholds, policy, refresh_seconds=2.0, cache_seconds=0.5)
         server = _serve(asgi_app(dashboard, app), host, port)
@@ -319,7 +319,7 @@ def run_demo(
     worker_thread.join(5)
     rw.close(1.0)
     if not redis_url:
-        from ..memory_queue import MemoryQueue
+        from ragwatch.queue.memory import MemoryQueue
 
         with MemoryQueue._named_lock:  # forget this run's in-process queue (tests run the demo repeatedly)
             MemoryQueue._named.pop((queue_url.split("://", 1)[1], service_name), None)

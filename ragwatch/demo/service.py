@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ragwatch
-
-from .kb import CHUNKS, Chunk
+from ragwatch.demo.kb import CHUNKS, Chunk
 
 __all__ = ["DemoService", "Index", "sentences", "tokenize"]
 

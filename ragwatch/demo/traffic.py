@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .kb import QUESTIONS, Question
+from ragwatch.demo.kb import QUESTIONS, Question
 
 __all__ = ["Display", "Phase", "QuestionStream", "send_phase"]
 

@@ -28,10 +28,10 @@ from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ragwatch.stages import Call, GenerateCall, PipelineCall, RetrieveCall
+from ragwatch.capture.stages import Call, GenerateCall, PipelineCall, RetrieveCall
 
 if TYPE_CHECKING:
-    from ragwatch.watch import RagWatch
+    from ragwatch.capture.watch import RagWatch
 
 __all__ = ["AsyncRagwatchCallbackHandler", "RagwatchCallbackHandler"]
 

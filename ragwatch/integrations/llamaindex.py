@@ -38,13 +38,13 @@ from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent,
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from pydantic import PrivateAttr
 
-from ragwatch.responses import extract_model, extract_usage
-from ragwatch.run import _RUN
-from ragwatch.stages import Call, GenerateCall, PipelineCall, RetrieveCall, is_stream
-from ragwatch.streams import proxy_stream
+from ragwatch.capture.responses import extract_model, extract_usage
+from ragwatch.capture.run import _RUN
+from ragwatch.capture.stages import Call, GenerateCall, PipelineCall, RetrieveCall, is_stream
+from ragwatch.capture.streams import proxy_stream
 
 if TYPE_CHECKING:
-    from ragwatch.watch import RagWatch
+    from ragwatch.capture.watch import RagWatch
 
 __all__ = ["RagwatchEventHandler", "RagwatchSpanHandler", "instrument", "uninstrument"]
 

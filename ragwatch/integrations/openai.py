@@ -6,7 +6,7 @@ classes, so other clients are untouched) with watched ones: ``chat.completions.c
 current run (or, outside any run, metrics only): latency, TTFT of streams, reported usage with cached
 tokens, the answering model, cost.
 Streams and stream managers come back as the SDK's own objects (observed in place, see
-:mod:`ragwatch.streams`), so ``isinstance(s, openai.Stream)`` and every SDK helper keep working.
+:mod:`ragwatch.capture.streams`), so ``isinstance(s, openai.Stream)`` and every SDK helper keep working.
 
 Usage of a ``stream=True`` chat completion is only sent when the request asks for it
 (``stream_options={"include_usage": True}``); without it ragwatch estimates the tokens, marked
@@ -20,7 +20,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragwatch.watch import RagWatch
+    from ragwatch.capture.watch import RagWatch
 
 __all__ = ["instrument", "uninstrument"]
 

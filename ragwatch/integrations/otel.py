@@ -17,7 +17,7 @@ reads them as each span ends, in the three dialects in use:
   ``gen_ai.prompt.*`` / ``gen_ai.completion.*``, vector-store spans with ``db.query.result`` events.
 
 Each LLM and retrieval span is recorded as a stage when it ends (latency, chunks, tokens, cost); the spans
-of one trace are gathered into one :class:`~ragwatch.run.Run`, which ends — and is offered to the sampler —
+of one trace are gathered into one :class:`~ragwatch.capture.run.Run`, which ends — and is offered to the sampler —
 when the trace's local root span ends. The run carries the root's trace and span ids, so the scores'
 evaluation events land on that trace. ragwatch's own spans are skipped (they are recorded already), and an
 LLM or retrieval span wrapping another of its kind (a framework span around the SDK's) counts once.
@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from ragwatch.responses import Usage
-from ragwatch.run import Run
-from ragwatch.stages import record_generation, record_request, record_retrieval
+from ragwatch.capture.responses import Usage
+from ragwatch.capture.run import Run
+from ragwatch.capture.stages import record_generation, record_request, record_retrieval
 
 if TYPE_CHECKING:
-    from ragwatch.watch import RagWatch
+    from ragwatch.capture.watch import RagWatch
 
 __all__ = ["RagwatchSpanProcessor"]
 
@@ -341,7 +341,7 @@ def _query(attrs: Mapping[str, Any]) -> str | None:
 
 
 def _documents(attrs: Mapping[str, Any], span: ReadableSpan) -> list[dict[str, Any]]:
-    """The retrieved documents as dicts :func:`~ragwatch.chunks.normalize_chunks` reads, in rank order."""
+    """The retrieved documents as dicts :func:`~ragwatch.capture.chunks.normalize_chunks` reads, in rank order."""
     # OpenInference: a reranker's output is what the LLM saw; a retriever's documents otherwise.
     for prefix in ("reranker.output_documents", "retrieval.documents"):
         docs = _indexed_documents(attrs, prefix)

@@ -1,0 +1,236 @@
+"""ASGI middleware: each HTTP request becomes one pipeline run.
+
+Works with any ASGI framework (Starlette, FastAPI, Litestar…) and imports none of them. The run covers the
+whole response, streamed bodies included: it ends when the app returns, after the last body chunk was
+sent. A 5xx response or an exception counts as an error; the exception itself propagates unchanged.
+
+While the service is degraded, responses carry ``x-ragwatch-degraded: 1`` and the user notice in
+``x-ragwatch-notice``. Requests carrying a *valid* probe header (signed by ``ragwatch replay``, see
+:mod:`ragwatch.capture.probe`) are marked as probes so they can be kept out of real-traffic samples; any other
+probe header is ignored and counted, and the header is removed before the app sees the request.
+
+A service that scores its own samples (``memory://``) has no worker port, so with the ``dashboard`` setting
+on the middleware answers the live page's paths (``/dashboard``, ``.json``, ``.jsonl``) itself, from this
+process's scores, before the app sees them; with it off, or when workers score, the app's routes get them.
+
+Each run also gets a client id, a keyed hash of the peer address (or of the ``client_header`` a trusted
+proxy sets), so the quality window can cap one client's share of it (``sla_max_client_share``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from ragwatch.capture import semconv as sc
+from ragwatch.capture.probe import AddressAllowList, ProbeVerifier
+from ragwatch.capture.stages import PipelineCall
+from ragwatch.metrics.exposition import MetricsApp
+
+if TYPE_CHECKING:
+    from ragwatch.capture.watch import RagWatch
+    from ragwatch.report.dashboard import Dashboard
+
+__all__ = ["PROBE_HEADER", "RagwatchMiddleware"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+PROBE_HEADER = "x-ragwatch-probe"
+_DEFAULT_EXCLUDE = ("/metrics", "/health", "/healthz", "/livez", "/readyz")
+
+
+def _with_slash(scope: Scope) -> Scope:
+    scope = dict(scope)
+    scope["path"] = scope["path"] + "/"
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes) and not raw.endswith(b"/"):
+        scope["raw_path"] = raw + b"/"
+    return scope
+
+
+def _own_dashboard(watch: RagWatch) -> Dashboard | None:
+    """The live page over this process's own scores, or None when it does not score them in process."""
+    settings = watch.settings
+    if watch._scorer is None or watch._queue is None or not settings.dashboard:
+        return None
+    from ragwatch.report.build import default_thresholds
+    from ragwatch.report.dashboard import Dashboard
+    from ragwatch.report.sources import QueueSource
+
+    return Dashboard(QueueSource(watch._queue), default_thresholds(settings), settings.sla_policy())
+
+
+class HTTPServerError(Exception):
+    """Stands for a 5xx response when finishing the run (the app itself raised nothing)."""
+
+
+class RagwatchMiddleware:
+    """``app = RagwatchMiddleware(app, watch=rw)`` or ``app.add_middleware(RagwatchMiddleware, watch=rw)``.
+
+    ``include``: path prefixes to watch (default: all); ``exclude``: path prefixes never watched
+    (default: metrics and health endpoints, which would otherwise dilute latency figures).
+    """
+
+    def __init__(
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        *,
+        watch: RagWatch,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] = _DEFAULT_EXCLUDE,
+        probe_header: str = PROBE_HEADER,
+    ) -> None:
+        self.app = app
+        self.watch = watch
+        self.include = tuple(include) if include is not None else None
+        self.exclude = tuple(exclude)
+        self._probe = probe_header.lower().encode("latin-1")
+        settings = watch.settings
+        secret = settings.probe_secret
+        self._verifier = ProbeVerifier(
+            secret.get_secret_value() if secret is not None else None,
+            settings.probe_sources,
+            settings.probe_max_age_seconds,
+        )
+        header = settings.client_header
+        self._client_header = header.lower().encode("latin-1") if header else None
+        key = settings.sample_secret.get_secret_value().encode() if settings.sample_secret is not None else b""
+        # Replicas sharing sample_secret give one client the same id; otherwise ids are per process.
+        self._client_key = hashlib.sha256(b"ragwatch-client\0" + (key or os.urandom(32))).digest()
+        metrics = watch._metrics
+        self._m_probe = (
+            {o: metrics.probe_headers.labels(watch.service, o) for o in ("accepted", "ignored")} if metrics else {}
+        )
+        self._serve = self._watch_request
+        dashboard = _own_dashboard(watch)
+        if dashboard is not None:
+            from ragwatch.report.dashboard import asgi_app
+
+            page = asgi_app(dashboard, self._watch_request)
+            # The page shows (redacted) questions and answers of other users, and a service port is often
+            # public: only the dashboard_sources addresses (loopback by default) get it.
+            viewers = AddressAllowList(settings.dashboard_sources, "dashboard_sources")
+            watch_request = self._watch_request
+
+            async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+                client = scope.get("client")
+                address = client[0] if isinstance(client, (tuple, list)) and client else None
+                await (page if viewers.allows(address) else watch_request)(scope, receive, send)
+
+            self._serve = serve
+
+    def _watched(self, path: str) -> bool:
+        if path.startswith(self.exclude):
+            return False
+        return self.include is None or path.startswith(self.include)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        await self._serve(scope, receive, send)
+
+    async def _watch_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        probe: bytes | None = None
+        headers = scope.get("headers") or ()
+        for name, value in headers:
+            if name == self._probe:
+                probe = value
+                break
+        if probe is not None:  # never handed on: the app must not act on (or log) an outsider's mark
+            scope = {**scope, "headers": [h for h in headers if h[0] != self._probe]}
+        if not self._watched(scope.get("path", "")):
+            if self._metrics_mount(scope):
+                scope = _with_slash(scope)  # answered by the mounted metrics app, not by a 307
+            await self.app(scope, receive, send)
+            return
+        call = self._begin(scope, probe)
+        if call is None:
+            await self.app(scope, receive, send)
+            return
+        status = [0]
+
+        async def send_wrapper(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                status[0] = message.get("status", 0)
+                if self.watch.degraded:
+                    message = {**message, "headers": [*message.get("headers", ()), *self._degraded_headers()]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except BaseException as exc:
+            call.deactivate()
+            call.fail(exc)
+            raise
+        call.deactivate()
+        call.finish(None, HTTPServerError(status[0]) if status[0] >= 500 else None)
+
+    def _metrics_mount(self, scope: Scope) -> bool:
+        """Whether the path names a mount of ragwatch's metrics app, asked without its trailing slash."""
+        path = scope.get("path", "")
+        if not path or path.endswith("/"):
+            return False
+        try:
+            for app in (scope.get("app"), self.app):
+                router = getattr(app, "router", app)
+                for route in getattr(router, "routes", ()) or ():
+                    if getattr(route, "path", None) != path or type(route).__name__ != "Mount":
+                        continue
+                    mounted = getattr(route, "_base_app", getattr(route, "app", None))
+                    if isinstance(mounted, MetricsApp):
+                        return True
+        except Exception as exc:  # an unusual router: leave the request as it is
+            self.watch._guard.failed("asgi", exc)
+        return False
+
+    def _degraded_headers(self) -> list[tuple[bytes, bytes]]:
+        """Header values are Latin-1 on the wire, so the (often Chinese) notice is percent-encoded UTF-8."""
+        notice = self.watch.notice or ""
+        return [(b"x-ragwatch-degraded", b"1"), (b"x-ragwatch-notice", quote(notice, safe=" ,.;:!?").encode("ascii"))]
+
+    def _begin(self, scope: Scope, probe: bytes | None) -> PipelineCall | None:
+        try:
+            call = PipelineCall(self.watch, None, scope.get("path"))
+            run = call.run
+            if probe is not None and self._is_probe(scope, probe) and run is not None:
+                run.tags["probe"] = "1"
+                if call.span is not None:
+                    call.span.set_attribute(sc.PROBE, True)
+            if run is not None and call._owner:
+                run.client = self._client(scope)
+            call.activate()
+            return call
+        except Exception as exc:
+            self.watch._guard.failed("asgi", exc)
+            return None
+
+    def _is_probe(self, scope: Scope, value: bytes) -> bool:
+        client = scope.get("client")
+        genuine = self._verifier.check(
+            value, scope.get("method", "GET"), scope.get("path", ""), client[0] if client else None
+        )
+        child = self._m_probe.get("accepted" if genuine else "ignored")
+        if child is not None:
+            child.inc()
+        return genuine
+
+    def _client(self, scope: Scope) -> str | None:
+        """The keyed hash of the client address (12 hex digits): stable per client, not reversible."""
+        address: bytes | None = None
+        if self._client_header is not None:
+            for name, value in scope.get("headers") or ():
+                if name == self._client_header:
+                    address = value.rpartition(b",")[2].strip()  # the hop our own proxy appended
+        if address is None:
+            client = scope.get("client")
+            if not client:
+                return None
+            address = str(client[0]).encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(address[:256], digest_size=6, key=self._client_key).hexdigest()

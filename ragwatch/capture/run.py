@@ -1,0 +1,118 @@
+"""One pipeline run: what ragwatch learned about a single user request.
+
+A :class:`Run` travels in a context variable from the pipeline wrapper (or the ASGI middleware) to the
+retriever and LLM wrappers called inside it, so they can attach their results without the host passing
+anything around. When the run ends, listeners (the sampler, tests) receive it. Expensive derivations —
+normalised chunks, for instance — are deferred until a listener asks, so an unsampled request pays nothing
+for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from ragwatch.capture.chunks import Chunk, normalize_chunks
+from ragwatch.capture.responses import Usage
+
+__all__ = ["Run", "current_run", "force_sample", "suppress", "suppressed"]
+
+_RUN: ContextVar[Run | None] = ContextVar("ragwatch_run", default=None)
+_SUPPRESS: ContextVar[bool] = ContextVar("ragwatch_suppress", default=False)
+#: False until suppress() is first used, so wrappers skip reading _SUPPRESS in processes that never do.
+_suppress_used = [False]
+
+
+class Run:
+    """Facts about one request; filled in by the stage wrappers, read by listeners after it ends."""
+
+    __slots__ = (
+        "_chunks",
+        "answer",
+        "client",
+        "cost_usd",
+        "durations",
+        "error",
+        "force",
+        "model",
+        "outcome",
+        "question",
+        "retrieved",
+        "route",
+        "service",
+        "span_id",
+        "started_at",
+        "tags",
+        "trace_id",
+        "ttft",
+        "usage",
+    )
+
+    def __init__(self, service: str, question: str | None = None, route: str | None = None) -> None:
+        self.service = service
+        self.question = question
+        self.route = route
+        self.started_at = time.time()
+        self.trace_id: str | None = None
+        self.span_id: str | None = None
+        #: A keyed hash of who sent the request (set by the ASGI middleware): caps one client's share of
+        #: the quality window, never the address itself.
+        self.client: str | None = None
+        self.retrieved: Any = None
+        self._chunks: list[Chunk] | None = None
+        self.answer: str | None = None
+        self.model: str | None = None
+        self.usage: Usage | None = None
+        self.cost_usd: float | None = None
+        self.ttft: float | None = None
+        self.durations: dict[str, float] = {}
+        self.outcome = "ok"
+        self.error: str | None = None
+        self.force = False
+        self.tags: dict[str, str] = {}
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        """The retrieved chunks, normalised on first access (may raise :class:`ChunkError`)."""
+        if self._chunks is None:
+            self._chunks = normalize_chunks(self.retrieved)
+        return self._chunks
+
+    def add_duration(self, stage: str, seconds: float) -> None:
+        """Several retriever or LLM calls in one request add up per stage."""
+        self.durations[stage] = self.durations.get(stage, 0.0) + seconds
+
+    def __repr__(self) -> str:
+        return f"<Run service={self.service!r} trace_id={self.trace_id} outcome={self.outcome}>"
+
+
+def current_run() -> Run | None:
+    """The run of the request being served in this context, if a pipeline is active."""
+    return _RUN.get()
+
+
+def force_sample(reason: str = "forced") -> None:
+    """Ask that the current request be sampled for scoring whatever the sampling rate says."""
+    run = _RUN.get()
+    if run is not None:
+        run.force = True
+        run.tags["force_reason"] = reason
+
+
+@contextlib.contextmanager
+def suppress() -> Iterator[None]:
+    """Switch capture off inside the block, e.g. for ragwatch's own calls to an LLM judge."""
+    _suppress_used[0] = True
+    token = _SUPPRESS.set(True)
+    try:
+        yield
+    finally:
+        _SUPPRESS.reset(token)
+
+
+def suppressed() -> bool:
+    """True inside :func:`suppress`: wrappers then call straight through."""
+    return _SUPPRESS.get()

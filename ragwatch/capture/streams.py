@@ -1,0 +1,385 @@
+"""Proxies around streamed results: finish the stage when the stream ends, not when the call returns.
+
+An LLM stream is consumed after the decorated function has returned, often in another thread or task
+(Starlette iterates sync generators in a thread pool). The proxy therefore:
+
+- observes each item (time to first token, text assembly) and hands it on unchanged;
+- finishes the call exactly once: on exhaustion (``ok``), on an error (``error``), on ``close()`` /
+  ``aclose()`` / leaving a ``with`` block early (``cancelled``);
+- makes the call's context current around each step only, because a context variable set in one step and
+  reset in the next may belong to another thread's copy of the context;
+- forwards everything else (``.response``, ``.close()``, ``send``/``throw``, ``asend``/``athrow``) to the
+  wrapped object, so SDK stream objects and generators keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from types import AsyncGeneratorType, GeneratorType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragwatch.capture.stages import Call
+
+__all__ = ["AsyncStream", "SyncStream", "proxy_stream"]
+
+
+def proxy_stream(stream: Any, call: Call) -> Any:
+    """Wrap ``stream`` (sync or async iterator, or an SDK stream manager) so ``call`` sees its items and end.
+
+    An SDK stream object (``openai.Stream``, ``anthropic.AsyncStream``, a ``…StreamManager``) is observed in
+    place instead: the host gets the very object back, so ``isinstance(s, openai.Stream)`` and every
+    method of it keep working. Generators and classes that cannot take it get the transparent proxy.
+    """
+    cls = type(stream)
+    if cls not in _PROXY_ONLY:
+        observed = _observe_in_place(stream, call)
+        if observed is not None:
+            return observed
+    if hasattr(cls, "__anext__"):
+        return AsyncStream(stream, call)
+    if hasattr(cls, "__next__"):
+        return SyncStream(stream, call)
+    call.finish(None, None)  # a stream manager that cannot be observed: its latency so far, nothing else
+    return stream
+
+
+_PROXY_ONLY: set[type] = {GeneratorType, AsyncGeneratorType}
+#: host class -> its observing subclass (None: the class cannot take one).
+_OBSERVED: dict[type, type | None] = {}
+
+
+def _observe_in_place(stream: Any, call: Call) -> Any:
+    """Give ``stream`` an observing subclass of its own class; None when that is not possible."""
+    cls = type(stream)
+    try:
+        sub = _OBSERVED[cls]
+    except KeyError:
+        sub = _observing_class(cls)
+        if len(_OBSERVED) < 256:
+            _OBSERVED[cls] = sub
+    if sub is None:
+        return None
+    if sub is cls:  # handed through a second watched function (an LLM call returned by a pipeline)
+        stream.__dict__[_CALL].add(call)
+        return stream
+    try:
+        stream.__dict__[_CALL] = _Calls(call)
+        stream.__class__ = sub
+    except (AttributeError, TypeError):
+        _PROXY_ONLY.add(cls)
+        return None
+    return stream
+
+
+_CALL = "_ragwatch_call"
+
+
+class _Calls:
+    """The calls observing one stream object, innermost first — the order nested proxies finish in."""
+
+    __slots__ = ("calls",)
+    active = False  # a proxy around an entered stream must not switch contexts for these calls
+
+    def __init__(self, call: Call | _Calls) -> None:
+        self.calls = [call]
+
+    def add(self, call: Call | _Calls) -> None:
+        self.calls.append(call)
+
+    def on_item(self, item: Any) -> None:
+        for call in self.calls:
+            call.on_item(item)
+
+    def finish(self, result: Any, exc: BaseException | None) -> None:
+        for call in self.calls:
+            call.finish(result, exc)
+
+
+def _observing_class(cls: type) -> type | None:
+    """A subclass of ``cls`` whose iteration, close and exit also drive the call kept on the instance.
+
+    Its methods call ``cls``'s own through closures rather than ``super()`` in a mixin: a mixin base in
+    front of the SDK class changes the instance layout, and ``__class__`` assignment refuses that.
+    """
+    if getattr(cls, "_ragwatch_observed", False):
+        return cls
+    if hasattr(cls, "__anext__"):
+        namespace = _async_stream_methods(cls)
+    elif hasattr(cls, "__next__"):
+        namespace = _sync_stream_methods(cls)
+    elif hasattr(cls, "__aenter__"):
+        namespace = _async_manager_methods(cls)
+    elif hasattr(cls, "__enter__"):
+        namespace = _sync_manager_methods(cls)
+    else:
+        return None
+    namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __slots__=(), _ragwatch_observed=True)
+    try:
+        return type(cls.__name__, (cls,), namespace)
+    except TypeError:  # a final class
+        return None
+
+
+def _exit_method(base_exit: Any) -> Any:
+    def __exit__(self: Any, *exc_info: Any) -> Any:
+        call = self.__dict__[_CALL]
+        if exc_info[1] is not None:
+            call.finish(None, exc_info[1])
+        try:
+            return base_exit(self, *exc_info)
+        finally:
+            call.finish(None, GeneratorExit())
+
+    return __exit__
+
+
+def _aexit_method(base_aexit: Any) -> Any:
+    async def __aexit__(self: Any, *exc_info: Any) -> Any:
+        call = self.__dict__[_CALL]
+        if exc_info[1] is not None:
+            call.finish(None, exc_info[1])
+        try:
+            return await base_aexit(self, *exc_info)
+        finally:
+            call.finish(None, GeneratorExit())
+
+    return __aexit__
+
+
+def _sync_stream_methods(cls: type) -> dict[str, Any]:
+    base_next = cls.__next__  # type: ignore[attr-defined]
+    base_close = getattr(cls, "close", None)
+    base_exit = getattr(cls, "__exit__", None)
+
+    def __iter__(self: Any) -> Any:
+        return self  # the SDKs' own __iter__ reads their inner iterator directly, past __next__
+
+    def __next__(self: Any) -> Any:
+        call = self.__dict__[_CALL]
+        try:
+            item = base_next(self)
+        except StopIteration:
+            call.finish(None, None)
+            raise
+        except BaseException as exc:
+            call.finish(None, exc)
+            raise
+        call.on_item(item)
+        return item
+
+    methods: dict[str, Any] = {"__iter__": __iter__, "__next__": __next__}
+    if base_close is not None:
+
+        def close(self: Any) -> Any:
+            try:
+                return base_close(self)
+            finally:
+                self.__dict__[_CALL].finish(None, GeneratorExit())
+
+        methods["close"] = close
+    if base_exit is not None:
+        methods["__exit__"] = _exit_method(base_exit)
+    return methods
+
+
+def _async_stream_methods(cls: type) -> dict[str, Any]:
+    base_anext = cls.__anext__  # type: ignore[attr-defined]
+    base_close = getattr(cls, "close", None)
+    base_aexit = getattr(cls, "__aexit__", None)
+
+    def __aiter__(self: Any) -> Any:
+        return self
+
+    async def __anext__(self: Any) -> Any:
+        call = self.__dict__[_CALL]
+        try:
+            item = await base_anext(self)
+        except StopAsyncIteration:
+            call.finish(None, None)
+            raise
+        except BaseException as exc:
+            call.finish(None, exc)
+            raise
+        call.on_item(item)
+        return item
+
+    methods: dict[str, Any] = {"__aiter__": __aiter__, "__anext__": __anext__}
+    if base_close is not None:
+
+        async def close(self: Any) -> Any:
+            try:
+                result = base_close(self)
+                return (await result) if hasattr(result, "__await__") else result
+            finally:
+                self.__dict__[_CALL].finish(None, GeneratorExit())
+
+        methods["close"] = close
+    if base_aexit is not None:
+        methods["__aexit__"] = _aexit_method(base_aexit)
+    return methods
+
+
+def _sync_manager_methods(cls: type) -> dict[str, Any]:
+    """A stream manager (``client.chat.completions.stream(...)``): the stream it opens on ``with`` is
+    observed by the same call."""
+    base_enter = cls.__enter__  # type: ignore[attr-defined]
+
+    def __enter__(self: Any) -> Any:
+        call = self.__dict__[_CALL]
+        try:
+            stream = base_enter(self)
+        except BaseException as exc:
+            call.finish(None, exc)
+            raise
+        return proxy_stream(stream, call)
+
+    return {"__enter__": __enter__, "__exit__": _exit_method(cls.__exit__)}  # type: ignore[attr-defined]
+
+
+def _async_manager_methods(cls: type) -> dict[str, Any]:
+    base_aenter = cls.__aenter__  # type: ignore[attr-defined]
+
+    async def __aenter__(self: Any) -> Any:
+        call = self.__dict__[_CALL]
+        try:
+            stream = await base_aenter(self)
+        except BaseException as exc:
+            call.finish(None, exc)
+            raise
+        return proxy_stream(stream, call)
+
+    return {"__aenter__": __aenter__, "__aexit__": _aexit_method(cls.__aexit__)}  # type: ignore[attr-defined]
+
+
+class _Proxy:
+    __slots__ = ("_call", "_stream")
+
+    def __init__(self, stream: Any, call: Call) -> None:
+        self._stream = stream
+        self._call = call
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __repr__(self) -> str:
+        return f"<ragwatch stream proxy of {self._stream!r}>"
+
+
+class SyncStream(_Proxy):
+    """Iterator proxy; also a usable target of ``yield from`` (``send``/``throw`` are forwarded)."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return self._step(next)
+
+    def send(self, value: Any) -> Any:
+        return self._step(lambda s: s.send(value))
+
+    def throw(self, *exc_info: Any) -> Any:
+        return self._step(lambda s: s.throw(*exc_info))
+
+    def _step(self, advance: Any) -> Any:
+        call = self._call
+        active = call.active
+        if active:
+            call.activate()
+        try:
+            item = advance(self._stream)
+        except StopIteration:
+            if active:
+                call.deactivate()
+            call.finish(None, None)
+            raise
+        except BaseException as exc:
+            if active:
+                call.deactivate()
+            call.finish(None, exc)
+            raise
+        if active:
+            call.deactivate()
+        call.on_item(item)
+        return item
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._stream, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._call.finish(None, GeneratorExit())
+
+    def __enter__(self) -> SyncStream:
+        enter = getattr(self._stream, "__enter__", None)
+        if enter is not None:
+            enter()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            exit_ = getattr(self._stream, "__exit__", None)
+            return exit_(*exc_info) if exit_ is not None else None
+        finally:
+            self._call.finish(None, exc_info[1] if exc_info[1] is not None else GeneratorExit())
+
+
+class AsyncStream(_Proxy):
+    """Async iterator proxy; the async twin of :class:`SyncStream`."""
+
+    __slots__ = ()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._step(self._stream.__anext__)
+
+    async def asend(self, value: Any) -> Any:
+        return await self._step(lambda: self._stream.asend(value))
+
+    async def athrow(self, *exc_info: Any) -> Any:
+        return await self._step(lambda: self._stream.athrow(*exc_info))
+
+    async def _step(self, advance: Any) -> Any:
+        call = self._call
+        call.activate()
+        try:
+            item = await advance()
+        except StopAsyncIteration:
+            call.deactivate()
+            call.finish(None, None)
+            raise
+        except BaseException as exc:
+            call.deactivate()
+            call.finish(None, exc)
+            raise
+        call.deactivate()
+        call.on_item(item)
+        return item
+
+    async def aclose(self) -> None:
+        try:
+            aclose = getattr(self._stream, "aclose", None) or getattr(self._stream, "close", None)
+            if aclose is not None:
+                result = aclose()
+                if hasattr(result, "__await__"):
+                    await result
+        finally:
+            self._call.finish(None, GeneratorExit())
+
+    async def __aenter__(self) -> AsyncStream:
+        enter = getattr(self._stream, "__aenter__", None)
+        if enter is not None:
+            await enter()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            exit_ = getattr(self._stream, "__aexit__", None)
+            return (await exit_(*exc_info)) if exit_ is not None else None
+        finally:
+            self._call.finish(None, exc_info[1] if exc_info[1] is not None else GeneratorExit())

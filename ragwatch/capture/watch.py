@@ -1,0 +1,466 @@
+"""The user-facing object: ``rw = RagWatch(service="kb-qa")`` and its decorators and context managers.
+
+Everything expensive happens here, once: settings are validated, metric children bound, the tracer
+looked up (the application's TracerProvider — ragwatch never installs or replaces one). The per-call
+work lives in :mod:`ragwatch.capture.stages`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from opentelemetry import trace
+from opentelemetry.trace import TracerProvider
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from ragwatch._version import __version__
+from ragwatch.capture.chunks import normalize_chunk
+from ragwatch.capture.instrument import instrument
+from ragwatch.capture.pricing import PricingTable
+from ragwatch.capture.run import Run
+from ragwatch.capture.stages import (
+    Call,
+    DegradedRetrieveCall,
+    GenerateCall,
+    GenerateStage,
+    PipelineCall,
+    PipelineStage,
+    RetrieveCall,
+    RetrieveStage,
+    Stage,
+    _Degraded,
+)
+from ragwatch.guard import Guard
+from ragwatch.metrics.catalog import (
+    MAX_MODELS,
+    CaptureMetrics,
+    ModelChildren,
+    ModeMetrics,
+    ProducerMetrics,
+    capture_metrics,
+    families,
+)
+from ragwatch.mode.degrade import ModeState
+from ragwatch.mode.watcher import ModeWatcher
+from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.producer import Producer
+from ragwatch.sampling.redact import Redactor
+from ragwatch.sampling.sample import Limits, build_record, encode_record
+from ragwatch.sampling.sampler import REASONS, Sampler
+from ragwatch.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from ragwatch.report.build import Report
+    from ragwatch.scoring.embedded import InProcessScorer
+
+__all__ = ["RagWatch", "Scope"]
+
+log = logging.getLogger("ragwatch")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _key(secret: Any) -> bytes | None:
+    """A settings secret as key bytes (BLAKE2b keys are at most 64 bytes: longer ones are hashed down)."""
+    if secret is None:
+        return None
+    raw = secret.get_secret_value().encode()
+    if not raw:  # an empty variable is no secret: a public key would make the hash predictable again
+        return None
+    return raw if len(raw) <= 64 else hashlib.sha256(raw).digest()
+
+
+def _score_of(item: Any) -> float | None:
+    try:
+        return normalize_chunk(item, 1).score
+    except Exception:
+        return None
+
+
+class RagWatch:
+    """Watches one RAG service: decorate its retriever, its LLM call and the pipeline that joins them.
+
+    ``service`` and any keyword of :class:`~ragwatch.settings.Settings` may be given here; what is not
+    given comes from ``RAGWATCH_*`` environment variables, then the YAML file, then defaults.
+    ``registry`` is the Prometheus registry (``None``: metrics are kept but not registered, for tests);
+    ``tracer_provider`` defaults to the application's global one; ``redact_with`` is your own redaction
+    function, applied after the built-in patterns to every text a sample carries; ``rerank(question,
+    chunks)`` is applied to the retriever's result while the service is degraded.
+    """
+
+    def __init__(
+        self,
+        service: str | None = None,
+        *,
+        settings: Settings | None = None,
+        config_file: str | os.PathLike[str] | None = None,
+        registry: CollectorRegistry | None = REGISTRY,
+        tracer_provider: TracerProvider | None = None,
+        redact_with: Callable[[str], str] | None = None,
+        rerank: Callable[[str | None, Any], Any] | None = None,
+        **overrides: Any,
+    ) -> None:
+        if settings is None:
+            settings = load_settings(config_file, service=service, **overrides)
+        elif service is not None or overrides:  # re-validate: explicit arguments win over the object
+            settings = load_settings(None, **{**settings.model_dump(), "service": service, **overrides})
+        self.settings = settings
+        self.service = settings.service
+        self._pricing = PricingTable({m: p.model_dump() for m, p in settings.pricing.items()})
+        self._metrics: CaptureMetrics | None = None
+        self._stage_children: dict[tuple[str, str], Any] = {}
+        self._chunks_child: Any = None
+        self._models: dict[str, ModelChildren] = {}
+        metrics = capture_metrics(registry, settings.latency_buckets)
+        self._guard = Guard(metrics.internal_errors, settings.log_every_seconds)
+        if settings.metrics:
+            self._metrics = metrics
+            for stage in ("request", "retrieve", "generate"):
+                for outcome in ("ok", "error", "cancelled"):
+                    self._stage_children[(stage, outcome)] = metrics.stage_duration.labels(self.service, stage, outcome)
+            self._chunks_child = metrics.retrieved_chunks.labels(self.service)
+        self._tracer = (
+            trace.get_tracer("ragwatch", __version__, tracer_provider=tracer_provider) if settings.tracing else None
+        )
+        self._listeners: list[Callable[[Run], None]] = []
+        self._unpriced_warned: set[str] = set()
+        self._lock = threading.Lock()
+        self._metrics_server: Any = None
+        self.producer: Producer | None = None
+        self._mode: ModeWatcher | None = None
+        self._scorer: InProcessScorer | None = None
+        self._queue: Queue | None = None
+        self._rerank = rerank
+        # One redactor for everything that leaves the process (samples, span attributes, exception events);
+        # the memoised form serves texts that recur (chunk texts and ids, routes).
+        self._redactor = Redactor(settings.redact, custom=redact_with)
+        self._redact_cached = functools.lru_cache(maxsize=4096)(self._redactor)
+        if settings.sampling or settings.degraded_mode:
+            self._queue = queue = open_queue(
+                settings.redis_url, self.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
+            )
+            if settings.sampling:
+                self._setup_sampling(queue, registry, redact_with)
+            if settings.scores_in_process():  # judges load now: a bad judge setting fails at start-up
+                from ragwatch.scoring.embedded import InProcessScorer
+
+                self._scorer = InProcessScorer(queue, settings, guard=self._guard, registry=registry)
+            if settings.degraded_mode:
+                self._mode = ModeWatcher(
+                    queue,
+                    guard=self._guard,
+                    refresh_seconds=settings.degraded_refresh_seconds,
+                    metrics=families(ModeMetrics, registry) if settings.metrics else None,
+                )  # its thread starts with the first request: a pre-fork master never runs it
+                self._mode.initial_read()  # …but rw.degraded is right from here on (an override, say)
+        if settings.metrics_port is not None:
+            self.start_metrics_server()
+
+    # -- degraded mode ------------------------------------------------------------------------------------
+    @property
+    def degraded(self) -> bool:
+        """True while the service runs in degraded mode (a local read: no I/O)."""
+        mode = self._mode
+        return mode is not None and mode.degraded
+
+    @property
+    def mode(self) -> ModeState:
+        """The degraded-mode state as last seen by this process (since when, why, window value, override).
+        Its ``degraded`` is the mode in force, override included — always equal to :attr:`degraded`."""
+        return self._mode.view if self._mode is not None else ModeState()
+
+    @property
+    def notice(self) -> str | None:
+        """The message to show users while degraded, else None."""
+        return self.settings.degraded_notice if self.degraded else None
+
+    def on_transition(self, callback: Callable[[ModeState, ModeState], None]) -> Callable[[ModeState, ModeState], None]:
+        """Run ``callback(old, new)`` when degraded mode switches (or an override changes); usable as a
+        decorator. It runs on ragwatch's background thread; its errors are contained."""
+        if self._mode is not None:
+            self._mode.callbacks.append(callback)
+        return callback
+
+    def _degraded_result(self, question: str | None, result: Any) -> Any:
+        """Apply the configured degraded-mode retrieval policies; the original result on any error."""
+        floor = self.settings.degraded_min_chunk_score
+        try:
+            if floor is not None and isinstance(result, list):
+                kept = [item for item in result if _score_of(item) is None or _score_of(item) >= floor]  # type: ignore[operator]
+                result = kept if kept else result[:1]  # never leave the LLM with nothing at all
+            if self._rerank is not None:
+                result = self._rerank(question, result)
+        except Exception as exc:
+            self._guard.failed("capture", exc)
+        return result
+
+    def _setup_sampling(
+        self, queue: Queue, registry: CollectorRegistry | None, redact_with: Callable[[str], str] | None
+    ) -> None:
+        s = self.settings
+        sampler = Sampler(
+            s.sample_rate,
+            sample_errors=s.sample_errors,
+            slow_seconds=s.sample_slow_seconds,
+            route_rates=s.sample_route_rates,
+            tag_rates=s.sample_tag_rates,
+            probe_rate=s.sample_probe_rate,
+            max_per_second=s.sample_max_per_second,
+            # Keyed so a caller's traceparent cannot pick sampled trace ids; replicas agree when they share it.
+            secret=_key(s.sample_secret) or os.urandom(32),
+        )
+        redactor = self._redactor
+        # Popular chunks are retrieved again and again; redacting each distinct text once saves most of the
+        # flusher's time (redaction, like any user redact_with function, must be deterministic).
+        redact_chunk = self._redact_cached
+        limits = Limits(s.max_chunks, s.max_chunk_chars, s.max_answer_chars, s.max_question_chars)
+        keep_text = s.store_text
+
+        def build(run: Run, reason: str) -> bytes:
+            return encode_record(
+                build_record(
+                    run, reason=reason, limits=limits, redact=redactor, redact_chunk=redact_chunk, keep_text=keep_text
+                )
+            )
+
+        metrics = families(ProducerMetrics, registry) if s.metrics else None
+        self.producer = producer = Producer(
+            queue,
+            build,
+            metrics=metrics,
+            guard=self._guard,
+            buffer_size=s.buffer_size,
+            batch_size=s.batch_size,
+            flush_interval=s.flush_interval,
+            close_timeout=s.close_timeout,
+        )
+        decisions = (
+            {
+                (sampled, reason): metrics.decisions.labels(self.service, "sampled" if sampled else "skipped", reason)
+                for sampled in (True, False)
+                for reason in REASONS
+            }
+            if metrics is not None
+            else {}
+        )
+        decide = sampler.decide
+        offer = producer.offer
+
+        def sample(run: Run) -> None:
+            decision = decide(run)
+            child = decisions.get((decision.sampled, decision.reason))
+            if child is not None:
+                child.inc()
+            if decision.sampled:
+                offer(run, decision.reason)
+
+        self._listeners.append(sample)
+
+    # -- scores and the health report ------------------------------------------------------------------
+    def scores(self, count: int = 1000) -> list[dict[str, Any]]:
+        """The newest ``count`` score records, newest first, as the worker stores them (dicts shaped like
+        :class:`~ragwatch.scoring.worker.ScoreRecord`). In process (``memory://``) at most the last 1,000 are kept;
+        on Redis this reads the shared store (I/O: not for the request path)."""
+        if self._queue is None:
+            return []
+        import orjson
+
+        out = []
+        for raw in self._queue.recent_scores(count):
+            try:
+                out.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:  # one bad record never hides the others
+                continue
+        return out
+
+    def report(self, count: int = 1000, *, worst: int = 5) -> Report:
+        """The health report over :meth:`scores` with this service's thresholds (``.markdown()``,
+        ``.to_dict()``); the same report ``ragwatch report`` prints."""
+        from ragwatch.report.build import report_from
+
+        return report_from(self, self.settings, count=count, worst=worst)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every sampled request was written to the queue (True) or ``timeout`` passed."""
+        return self.producer.flush(timeout) if self.producer is not None else True
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush and stop the background threads (the sender also flushes at interpreter exit)."""
+        if self.producer is not None:
+            self.producer.close(timeout)
+        if self._scorer is not None:
+            self._scorer.stop()
+        if self._mode is not None:
+            self._mode.stop()
+
+    def __repr__(self) -> str:
+        return f"RagWatch(service={self.service!r})"
+
+    # -- decorators ---------------------------------------------------------------------------------
+    @overload
+    def retriever(self, fn: F) -> F: ...
+    @overload
+    def retriever(self, fn: None = None, *, name: str = "retrieval") -> Callable[[F], F]: ...
+
+    def retriever(self, fn: Any = None, *, name: str = "retrieval") -> Any:
+        """Watch a retriever (sync, async or a generator of chunks); its result is returned unchanged."""
+        stage = RetrieveStage(self, name)
+
+        def begin(args: tuple, kwargs: dict) -> Call:
+            degraded = type(stage.begin(args, kwargs)) is _Degraded  # the question, degraded top_k
+            top_k = None
+            if kwargs:
+                top_k = kwargs["top_k"] if "top_k" in kwargs else kwargs.get("k")
+            return (DegradedRetrieveCall if degraded else RetrieveCall)(
+                self, top_k if isinstance(top_k, int) else None, name
+            )
+
+        return self._decorator(fn, begin, stage)
+
+    @overload
+    def llm(self, fn: F) -> F: ...
+    @overload
+    def llm(self, fn: None = None, *, model: str | None = None, provider: str | None = None) -> Callable[[F], F]: ...
+
+    def llm(self, fn: Any = None, *, model: str | None = None, provider: str | None = None) -> Any:
+        """Watch an LLM call returning text, an OpenAI/Anthropic-style response, or a stream of deltas.
+
+        ``model`` is the requested model (the response's own model id wins when it reports one) and keys
+        the pricing table. A keyword argument ``model=`` of the call itself overrides it per call.
+        """
+
+        # The class itself is the begin function (via partial): no Python frame between wrapper and call.
+        begin = functools.partial(GenerateCall, self, model, provider)
+        return self._decorator(fn, begin, GenerateStage(self, model, provider))
+
+    @overload
+    def pipeline(self, fn: F) -> F: ...
+    @overload
+    def pipeline(self, fn: None = None, *, name: str | None = None) -> Callable[[F], F]: ...
+
+    def pipeline(self, fn: Any = None, *, name: str | None = None) -> Any:
+        """Watch one user request end to end: one trace, one run, one candidate for sampling."""
+
+        return self._decorator(fn, functools.partial(PipelineCall, self, None, None, name), PipelineStage(self, name))
+
+    def _decorator(self, fn: Any, begin: Callable[[tuple, dict], Call], stage: Stage) -> Any:
+        # Spans need a call object per call; without tracing, plain calls go through the stage alone.
+        lean = stage if self._tracer is None else None
+        if fn is None:
+            return lambda f: instrument(f, begin, self._guard, lean)
+        return instrument(fn, begin, self._guard, lean)
+
+    # -- context managers (for code that cannot be decorated) ------------------------------------------
+    def request(self, question: str | None = None, *, route: str | None = None) -> Scope:
+        """``with rw.request(question):`` — the context-manager form of :meth:`pipeline`."""
+        return Scope(self, lambda: PipelineCall(self, question, route))
+
+    def retrieval(self, *, top_k: int | None = None, name: str = "retrieval") -> Scope:
+        """``with rw.retrieval() as r: r.record(chunks)`` — the form of :meth:`retriever`."""
+        return Scope(self, lambda: RetrieveCall(self, top_k, name))
+
+    def generation(self, *, model: str | None = None, provider: str | None = None) -> Scope:
+        """``with rw.generation(model=...) as g: g.record(response)`` (or ``g.feed(event)`` per delta)."""
+        return Scope(self, lambda: GenerateCall(self, model, provider))
+
+    # -- listeners, pricing, exposition -----------------------------------------------------------------
+    def add_listener(self, listener: Callable[[Run], None]) -> None:
+        """Call ``listener(run)`` when each request ends (the sampler's hook); its errors are contained."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[Run], None]) -> None:
+        self._listeners.remove(listener)
+
+    def _run_ended(self, run: Run) -> None:
+        for listener in self._listeners:
+            try:
+                listener(run)
+            except Exception as exc:
+                self._guard.failed("listener", exc)
+
+    def _model_children(self, model: str) -> ModelChildren | None:
+        """Children for ``model``, remembered per RagWatch so the request path finds them in one lookup."""
+        if self._metrics is None:
+            return None
+        children = self._metrics.model(self.service, model)
+        if len(self._models) < 2 * MAX_MODELS:  # models past the cap share `other`; don't remember them all
+            self._models[model] = children
+        return children
+
+    def _unpriced(self, model: str, children: ModelChildren | None) -> None:
+        """Count a call whose model has no price, and warn once per model."""
+        if children is not None:
+            children.unpriced.inc()
+        if model not in self._unpriced_warned and len(self._unpriced_warned) < 64:
+            with self._lock:
+                self._unpriced_warned.add(model)
+            log.warning("ragwatch: no price for model %r; its calls are counted without cost", model)
+
+    def start_metrics_server(self, port: int | None = None, addr: str | None = None) -> Any:
+        """Serve ``/metrics`` on a background thread (``metrics_port`` setting, or ``port``)."""
+        from ragwatch.metrics.exposition import start_metrics_server
+
+        if self._metrics_server is None:
+            chosen = self.settings.metrics_port if port is None else port
+            self._metrics_server = start_metrics_server(chosen or 0, addr or self.settings.metrics_addr)
+        return self._metrics_server
+
+    def middleware(self, app: Any, **options: Any) -> Any:
+        """Wrap an ASGI app so each HTTP request is a pipeline run
+        (:class:`~ragwatch.capture.asgi.RagwatchMiddleware`)."""
+        from ragwatch.capture.asgi import RagwatchMiddleware
+
+        return RagwatchMiddleware(app, watch=self, **options)
+
+
+class Scope:
+    """A stage as a context manager, sync or async; never raises from its own bookkeeping."""
+
+    __slots__ = ("_begin", "_call", "_result", "_rw")
+
+    def __init__(self, rw: RagWatch, begin: Callable[[], Call]) -> None:
+        self._rw = rw
+        self._begin = begin
+        self._call: Call | None = None
+        self._result: Any = None
+
+    @property
+    def run(self) -> Run | None:
+        return self._call.run if self._call is not None else None
+
+    def record(self, result: Any) -> Any:
+        """Hand the stage's result (chunks, an LLM response) to ragwatch; returns it unchanged."""
+        self._result = result
+        return result
+
+    def feed(self, event: Any) -> Any:
+        """One streamed item (an LLM delta); returns it unchanged."""
+        if self._call is not None:
+            self._call.on_item(event)
+        return event
+
+    def __enter__(self) -> Scope:
+        try:
+            self._call = self._begin()
+            self._call.activate()
+        except Exception as exc:
+            self._rw._guard.failed("capture", exc)
+            self._call = None
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        call = self._call
+        if call is not None:
+            call.deactivate()
+            call.finish(self._result, exc)
+
+    async def __aenter__(self) -> Scope:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)

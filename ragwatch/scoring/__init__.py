@@ -1,0 +1,10 @@
+"""Scoring: the worker side — the worker loop, the judges, diagnosis, evaluation events, health endpoints.
+
+``worker`` reads samples from the queue and writes scores and windows; ``judges`` score a sample and do
+no I/O of their own (except the LLM judge's HTTP client); ``embedded`` runs the same worker in the service
+process on ``memory://``; ``evaluate`` scores a labelled set for the ``ragwatch evaluate`` command.
+
+May import: ``ragwatch.queue``, ``ragwatch.sampling``, ``ragwatch.mode``, ``ragwatch.metrics``,
+``ragwatch.capture.run`` / ``capture.pricing`` (the LLM judge suppresses its own capture and prices its
+calls) and the top-level foundations. Never ``report``, ``replay`` or ``cli``.
+"""

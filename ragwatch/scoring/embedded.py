@@ -1,0 +1,206 @@
+"""In-process scoring: the service scores its own samples on one background thread, no Redis needed.
+
+With the ``memory://`` queue (the default when ``redis_url`` is unset) nothing outside the process can read
+the samples, so ``scoring="auto"`` runs the scoring worker inside the service: the same
+:class:`~ragwatch.scoring.worker.Worker` loop and :class:`~ragwatch.scoring.worker.Scoring` core as ``ragwatch worker``
+(same score records, same idempotent apply, same metric families on the service's own registry, the same
+SLA evaluator and breaker deciding degraded mode), only with ``concurrency=0`` — judges run on the loop's
+thread — and a budget in samples per second, so a service cannot notice its scorer. Samples over the
+budget are acknowledged unscored and counted in ``ragwatch_scoring_skipped_total{reason="budget"}``.
+
+The thread starts with the first request (as the mode watcher and the flusher do), so a pre-fork master
+never runs one; after ``fork()`` each child starts its own. On ``memory://`` every process then has its own
+window and mode: that is detected and logged once per process, since a fleet that should degrade together
+needs the shared windows of Redis and ``ragwatch worker``.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ragwatch.guard import Guard
+from ragwatch.metrics.catalog import WorkerMetrics, families
+from ragwatch.mode.sla import SLAEvaluator
+from ragwatch.queue.contract import Queue
+from ragwatch.scoring.diagnosis import Thresholds
+from ragwatch.scoring.worker import ScoreRecord, Worker
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from ragwatch.settings import Settings
+
+__all__ = ["Budget", "InProcessScorer", "scores_in_process"]
+
+log = logging.getLogger("ragwatch.embedded")
+
+_forked = False
+_warned_multiprocess = False
+
+
+def _mark_forked() -> None:
+    global _forked, _warned_multiprocess
+    _forked = True
+    _warned_multiprocess = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked)
+
+
+def scores_in_process(settings: Settings) -> bool:
+    """See :meth:`Settings.scores_in_process`."""
+    return settings.scores_in_process()
+
+
+def several_processes() -> str | None:
+    """Why this looks like one of several server processes (forked, spawned, or multiprocess metrics)."""
+    if _forked:
+        return "forked from a parent process (gunicorn, uvicorn --workers)"
+    if multiprocessing.parent_process() is not None:
+        return "started by multiprocessing (uvicorn --workers)"
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return "PROMETHEUS_MULTIPROC_DIR is set"
+    return None
+
+
+class Budget:
+    """A token bucket: at most ``rate`` admissions per second on average, bursts of at most ``burst``."""
+
+    def __init__(self, rate: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = max(1.0, rate if burst is None else burst)
+        self._clock = clock
+        self._tokens = self.burst
+        self._at = clock()
+
+    def __call__(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+
+class _InProcessWorker(Worker):
+    """The worker loop, plus counting the samples the bounded memory queue trimmed before it read them."""
+
+    _trimmed_seen = 0
+
+    def _maintenance(self) -> None:
+        super()._maintenance()
+        trimmed = getattr(self.queue, "trimmed", 0)
+        if trimmed > self._trimmed_seen:
+            self.skip("trimmed", trimmed - self._trimmed_seen)
+        self._trimmed_seen = trimmed
+
+
+class InProcessScorer:
+    """Runs a :class:`~ragwatch.scoring.worker.Worker` for ``queue`` on one daemon thread of the service."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        settings: Settings,
+        *,
+        guard: Guard,
+        registry: CollectorRegistry | None,
+        judges: list[Any] | None = None,
+    ) -> None:
+        from ragwatch.scoring.judges import make_judges
+
+        self.queue = queue
+        self.settings = settings
+        self._guard = guard
+        self.judges = judges if judges is not None else make_judges(settings.judges, settings)  # ConfigError now
+        self.metrics = families(WorkerMetrics, registry, settings.latency_buckets) if settings.metrics else None
+        self.on_score: list[Callable[[ScoreRecord], None]] = []
+        self._memory = queue.url.lower().startswith("memory:")
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.worker = self._build_worker()
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: (s := ref()) and s._after_fork())
+
+    def _build_worker(self) -> Worker:
+        s = self.settings
+        return _InProcessWorker(
+            self.queue,
+            self.judges,
+            name=f"in-process-{os.getpid()}",
+            concurrency=0,
+            batch=min(64, s.worker_batch),
+            block_ms=min(500, s.worker_block_ms),
+            claim_idle_ms=int(s.claim_idle_seconds * 1000),
+            max_deliveries=s.max_deliveries,
+            metrics=self.metrics,
+            maintenance_seconds=min(1.0, s.sla_evaluate_seconds),
+            evaluator=SLAEvaluator(self.queue, s.sla_policy(), s.health_thresholds, self.metrics),
+            thresholds=Thresholds(
+                context_precision=s.sla_threshold,
+                faithfulness=s.health_thresholds.get("faithfulness", 0.75),
+                answer_relevance=s.health_thresholds.get("answer_relevance", 0.85),
+            ),
+            admit=Budget(s.scoring_max_per_second),
+            on_score=(self._announce,),
+        )
+
+    def _announce(self, record: ScoreRecord) -> None:
+        for callback in self.on_score:
+            callback(record)
+
+    # -- life cycle ---------------------------------------------------------------------------------------
+    def start(self) -> None:
+        with self._start_lock:
+            if self._thread is None and not self._stopping.is_set():
+                self._warn_if_several_processes()
+                self._thread = threading.Thread(target=self._run, name="ragwatch-scorer", daemon=True)
+                self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Finish the sample being scored and stop the thread."""
+        self._stopping.set()
+        self.worker.stop()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def _after_fork(self) -> None:
+        self._thread = None  # threads do not survive fork: the child's first request starts its own
+        self._start_lock = threading.Lock()
+        self.worker = self._build_worker()  # its own consumer name, loop state and budget
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stopping.is_set():
+            try:
+                self.worker.work()
+            except Exception as exc:  # a bug of ours or a judge's: count it, keep scoring later
+                self._guard.failed("scoring", exc, f"in-process scoring failed, restarting: {type(exc).__name__}")
+                self._stopping.wait(backoff)
+                backoff = min(30.0, backoff * 2)
+
+    def _warn_if_several_processes(self) -> None:
+        global _warned_multiprocess
+        if not self._memory or _warned_multiprocess:
+            return
+        why = several_processes()
+        if why is not None:
+            _warned_multiprocess = True
+            log.warning(
+                "ragwatch: process %d (%s) scores its own samples on memory://: its quality window and "
+                "degraded mode are its own, not shared with the other processes; set redis_url and run "
+                "`ragwatch worker` to share them",
+                os.getpid(),
+                why,
+            )

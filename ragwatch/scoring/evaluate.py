@@ -1,0 +1,564 @@
+"""``ragwatch eval-judge``: measure a judge on labelled JSONL data, so accuracy claims come from a command.
+
+Two kinds of file are recognised by their fields (see the data README of the project):
+
+* **faithfulness** rows (``question, contexts, answer, label_hallucinated, task_type, language``): each row
+  becomes a :class:`~ragwatch.sampling.sample.Sample` (chunks ``c1``..``cn`` from ``contexts``), the judge scores it,
+  and the response is flagged *hallucinated* when any claim is UNSUPPORTED — with the judge's shipped
+  defaults, never tuned per file. Reported: precision, recall and F1 of "contains a hallucination" and the
+  ROC-AUC of ``1 − faithfulness``, overall, per ``task_type`` and per ``language``.
+* **relevance** rows (``question, passage, relevant, question_id, language``): passages are grouped by
+  question, scored with the judge's graded relevance, ranked; reported: MAP and MRR (over questions with at
+  least one relevant passage) and the ROC-AUC of the relevance scores, overall and per language; with
+  ``--calibration`` also the expected calibration error (10 bins) and a reliability table, because a
+  relevance is averaged into Context Precision@K and compared with an SLA, so it must read as a probability.
+
+The judge is built from the settings (environment, ``--config-file``, ``--judge-base-url``/``--judge-model``)
+exactly as a worker builds it, so an LLM judge or the cascade is measured on the same files.
+
+Labels are read only to score the judge, never shown to it. A malformed line stops the run with its line
+number (exit 2), not a traceback. The metric helpers are pure functions, tested on hand-computed cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ragwatch.errors import ConfigError
+from ragwatch.sampling.sample import Sample, SampleChunk
+from ragwatch.scoring.retrieval_metrics import average_precision_from_labels
+
+__all__ = [
+    "EvalInputError",
+    "calibration_summary",
+    "detect_kind",
+    "evaluate_faithfulness",
+    "evaluate_relevance",
+    "expected_calibration_error",
+    "load_rows",
+    "main",
+    "neutral_order_key",
+    "precision_recall_f1",
+    "reliability_table",
+    "roc_auc",
+    "row_to_sample",
+]
+
+FAITHFULNESS_FIELDS = ("question", "contexts", "answer", "label_hallucinated", "task_type", "language")
+RELEVANCE_FIELDS = ("question", "passage", "relevant", "question_id", "language")
+
+
+class EvalInputError(ValueError):
+    """A line of the input cannot be evaluated; ``line`` is its 1-based number (0: the file itself)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}" if line else message)
+        self.line = line
+
+
+# ------------------------------------------------------------------------------------------ metrics
+
+
+def roc_auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
+    """ROC-AUC via the Mann–Whitney U statistic with average ranks for ties; ``None`` if a class is absent.
+
+    Ties matter here: ``1 − faithfulness`` takes few distinct values, and a tie must count one half.
+    """
+    n = len(labels)
+    if n != len(scores):
+        raise ValueError("labels and scores differ in length")
+    n_pos = sum(1 for y in labels if y)
+    n_neg = n - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = sorted(range(n), key=lambda i: scores[i])
+    ranks = [0.0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and scores[order[j + 1]] == scores[order[i]]:
+            j += 1
+        avg = (i + j) / 2 + 1  # ranks are 1-based
+        for t in range(i, j + 1):
+            ranks[order[t]] = avg
+        i = j + 1
+    rank_sum = sum(r for r, y in zip(ranks, labels, strict=True) if y)
+    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def _bin_sums(labels: Sequence[bool], scores: Sequence[float], bins: int) -> list[tuple[int, float, int]]:
+    """(count, sum of scores, positives) per equal-width score bin; the last bin is closed at 1.0."""
+    if len(labels) != len(scores):
+        raise ValueError("labels and scores differ in length")
+    sums = [[0, 0.0, 0] for _ in range(bins)]
+    for y, p in zip(labels, scores, strict=True):
+        b = min(bins - 1, max(0, int(float(p) * bins)))
+        sums[b][0] += 1
+        sums[b][1] += float(p)
+        sums[b][2] += 1 if y else 0
+    return [(int(n), float(total), int(pos)) for n, total, pos in sums]
+
+
+def reliability_table(labels: Sequence[bool], scores: Sequence[float], bins: int = 10) -> list[dict[str, Any]]:
+    """Per equal-width score bin: its range, count, mean score and share of positives. Empty bins are
+    listed (n 0) so the tables of different runs line up."""
+    return [
+        {
+            "low": round(b / bins, 4),
+            "high": round((b + 1) / bins, 4),
+            "n": n,
+            "mean_score": round(total / n, 4) if n else None,
+            "positive_rate": round(pos / n, 4) if n else None,
+        }
+        for b, (n, total, pos) in enumerate(_bin_sums(labels, scores, bins))
+    ]
+
+
+def expected_calibration_error(labels: Sequence[bool], scores: Sequence[float], bins: int = 10) -> float | None:
+    """ECE: the count-weighted mean, over equal-width score bins, of |mean score − share of positives|.
+
+    Why it matters here: Context Precision@K is a mean of these scores compared with an SLA (0.65), so a
+    score of 0.7 must mean "relevant about 70 % of the time", not merely rank above 0.6. ``None`` when empty.
+    """
+    if not labels:
+        return None
+    return sum(abs(total - pos) for n, total, pos in _bin_sums(labels, scores, bins) if n) / len(labels)
+
+
+def precision_recall_f1(labels: Sequence[bool], predictions: Sequence[bool]) -> tuple[float, float, float]:
+    """Precision, recall and F1 of the positive class; 0.0 where a ratio has an empty denominator."""
+    tp = sum(1 for y, p in zip(labels, predictions, strict=True) if y and p)
+    fp = sum(1 for y, p in zip(labels, predictions, strict=True) if not y and p)
+    fn = sum(1 for y, p in zip(labels, predictions, strict=True) if y and not p)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+# -------------------------------------------------------------------------------------------- input
+
+
+def load_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """JSON objects of a JSONL file (blank lines skipped); a bad line raises :class:`EvalInputError`."""
+    rows: list[dict[str, Any]] = []
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise EvalInputError(0, f"cannot read {path}: {exc.strerror or exc}") from None
+    with handle:
+        try:
+            for number, line in enumerate(handle, start=1):
+                if limit is not None and len(rows) >= limit:
+                    break
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise EvalInputError(number, f"not valid JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise EvalInputError(number, f"expected a JSON object, got {type(row).__name__}")
+                row["__line__"] = number
+                rows.append(row)
+        except UnicodeDecodeError:
+            raise EvalInputError(len(rows) + 1, "not UTF-8 text") from None
+    if not rows:
+        raise EvalInputError(0, f"{path} holds no rows")
+    return rows
+
+
+def detect_kind(row: dict[str, Any]) -> str:
+    """``"faithfulness"`` or ``"relevance"`` from the fields of a row; :class:`EvalInputError` otherwise."""
+    line = int(row.get("__line__", 0))
+    if "contexts" in row or "label_hallucinated" in row:
+        kind, fields = "faithfulness", FAITHFULNESS_FIELDS
+    elif "passage" in row or "relevant" in row:
+        kind, fields = "relevance", RELEVANCE_FIELDS
+    else:
+        raise EvalInputError(line, f"unknown schema: expected the fields {FAITHFULNESS_FIELDS} or {RELEVANCE_FIELDS}")
+    missing = [f for f in fields if f not in row]
+    if missing:
+        raise EvalInputError(line, f"{kind} row lacks {', '.join(missing)}")
+    return kind
+
+
+def _check_faithfulness_row(row: dict[str, Any]) -> None:
+    line = int(row.get("__line__", 0))
+    contexts = row["contexts"]
+    if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
+        raise EvalInputError(line, "contexts must be a list of strings")
+    for name in ("question", "answer"):
+        if row[name] is not None and not isinstance(row[name], str):
+            raise EvalInputError(line, f"{name} must be a string or null")
+    if not isinstance(row["label_hallucinated"], bool):
+        raise EvalInputError(line, "label_hallucinated must be true or false")
+
+
+def _check_relevance_row(row: dict[str, Any]) -> None:
+    line = int(row.get("__line__", 0))
+    for name in ("question", "passage"):
+        if not isinstance(row[name], str):
+            raise EvalInputError(line, f"{name} must be a string")
+    if not isinstance(row["relevant"], bool):
+        raise EvalInputError(line, "relevant must be true or false")
+    if not isinstance(row["question_id"], (str, int)):
+        raise EvalInputError(line, "question_id must be a string or an integer")
+
+
+def row_to_sample(row: dict[str, Any], index: int = 0) -> Sample:
+    """A faithfulness row as the sample a worker would see: chunks ``c1``..``cn`` in context order."""
+    chunks = [SampleChunk(id=f"c{i + 1}", rank=i, text=text) for i, text in enumerate(row["contexts"])]
+    return Sample(
+        sample_id=str(row.get("id", index)),
+        service="eval",
+        question=row.get("question"),
+        answer=row.get("answer"),
+        chunks=chunks,
+        created_at=0.0,
+    )
+
+
+# -------------------------------------------------------------------------------------- evaluation
+
+Progress = Callable[[int], None]
+
+
+def _noop(_: int) -> None:
+    return None
+
+
+def _summary(labels: list[bool], predictions: list[bool], scores: list[float]) -> dict[str, Any]:
+    precision, recall, f1 = precision_recall_f1(labels, predictions)
+    auc = roc_auc(labels, scores)
+    return {
+        "n": len(labels),
+        "precision": round(precision, 4),
+        "recall": round(recall, 4),
+        "f1": round(f1, 4),
+        "auc": None if auc is None else round(auc, 4),
+    }
+
+
+def _claims_of(details: dict[str, Any]) -> list[dict[str, Any]]:
+    """Claim records of a verdict, also when a composite judge (the cascade) nests its judges' details."""
+    claims = details.get("claims")
+    if isinstance(claims, list):
+        return claims
+    decided = details.get(str(details.get("decided_by")))
+    if isinstance(decided, dict) and isinstance(decided.get("claims"), list):
+        return decided["claims"]
+    return []
+
+
+def evaluate_faithfulness(rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop) -> dict[str, Any]:
+    """Score every row; summarise "contains a hallucination" overall, by task type and by language."""
+    labels: list[bool] = []
+    predictions: list[bool] = []
+    scores: list[float] = []
+    groups: dict[str, dict[str, list[int]]] = {"by_task_type": defaultdict(list), "by_language": defaultdict(list)}
+    for i, row in enumerate(rows):
+        _check_faithfulness_row(row)
+        verdict = judge.score(row_to_sample(row, i))
+        claims = _claims_of(verdict.details)
+        flagged = any(c.get("verdict") == "UNSUPPORTED" for c in claims)
+        faithfulness = verdict.scores.get("faithfulness", 1.0)
+        labels.append(bool(row["label_hallucinated"]))
+        predictions.append(flagged)
+        scores.append(1.0 - float(faithfulness))
+        groups["by_task_type"][str(row["task_type"])].append(i)
+        groups["by_language"][str(row["language"])].append(i)
+        progress(1)
+    result: dict[str, Any] = {"overall": _summary(labels, predictions, scores)}
+    for key, by in groups.items():
+        result[key] = {
+            name: _summary([labels[i] for i in idx], [predictions[i] for i in idx], [scores[i] for i in idx])
+            for name, idx in sorted(by.items())
+        }
+    return result
+
+
+def neutral_order_key(text: str) -> str:
+    """A neutral order for equal scores: data files often list relevant passages first, and a stable sort
+    would hand the judge that order for free."""
+    return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+
+
+def _ranking_summary(questions: list[tuple[list[bool], list[float]]]) -> dict[str, Any]:
+    aps: list[float] = []
+    rrs: list[float] = []
+    all_labels: list[bool] = []
+    all_scores: list[float] = []
+    for labels, scores in questions:
+        all_labels.extend(labels)
+        all_scores.extend(scores)
+        if any(labels):
+            aps.append(average_precision_from_labels(labels))
+            rrs.append(next((1.0 / i for i, hit in enumerate(labels, start=1) if hit), 0.0))
+    auc = roc_auc(all_labels, all_scores)
+    return {
+        "n_questions": len(aps),
+        "map": round(sum(aps) / len(aps), 4) if aps else 0.0,
+        "mrr": round(sum(rrs) / len(rrs), 4) if rrs else 0.0,
+        "auc": None if auc is None else round(auc, 4),
+    }
+
+
+def calibration_summary(labels: Sequence[bool], scores: Sequence[float], bins: int = 10) -> dict[str, Any]:
+    """ECE and the reliability table of graded relevances against their labels."""
+    ece = expected_calibration_error(labels, scores, bins)
+    return {
+        "n": len(labels),
+        "ece": None if ece is None else round(ece, 4),
+        "mean_score": round(sum(scores) / len(scores), 4) if scores else None,
+        "positive_rate": round(sum(1 for y in labels if y) / len(labels), 4) if labels else None,
+        "bins": reliability_table(labels, scores, bins),
+    }
+
+
+def evaluate_relevance(
+    rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop, calibration: bool = False
+) -> dict[str, Any]:
+    """Rank each question's passages by the judge's graded relevance; MAP, MRR and AUC (and, with
+    ``calibration``, ECE and a reliability table under ``"calibration"``, overall and per language)."""
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        _check_relevance_row(row)
+        grouped[str(row["question_id"])].append(row)
+    ranked: list[tuple[str, list[bool], list[float]]] = []
+    for group in grouped.values():
+        question = group[0]["question"]
+        texts = [r["passage"] for r in group]
+        rels = judge.relevance(question, texts)
+        order = sorted(range(len(group)), key=lambda i: (-rels[i], neutral_order_key(texts[i])))
+        ranked.append(
+            (
+                str(group[0]["language"]),
+                [bool(group[i]["relevant"]) for i in order],
+                [float(rels[i]) for i in order],
+            )
+        )
+        progress(len(group))
+    by_language: dict[str, list[tuple[list[bool], list[float]]]] = defaultdict(list)
+    for language, labels, scores in ranked:
+        by_language[language].append((labels, scores))
+    result: dict[str, Any] = {
+        "overall": _ranking_summary([(labels, scores) for _, labels, scores in ranked]),
+        "by_language": {lang: _ranking_summary(qs) for lang, qs in sorted(by_language.items())},
+    }
+    if calibration:
+
+        def flat(qs: list[tuple[list[bool], list[float]]]) -> dict[str, Any]:
+            return calibration_summary([y for ys, _ in qs for y in ys], [p for _, ps in qs for p in ps])
+
+        result["calibration"] = {
+            "overall": flat([(labels, scores) for _, labels, scores in ranked]),
+            "by_language": {lang: flat(qs) for lang, qs in sorted(by_language.items())},
+        }
+    return result
+
+
+# ------------------------------------------------------------------------------------------- output
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _table_rows(result: dict[str, Any], kind: str) -> tuple[list[str], list[list[str]]]:
+    if kind == "faithfulness":
+        columns = ["group", "n", "precision", "recall", "f1", "auc"]
+        sections = [("overall", {"all": result["overall"]}), ("task", result["by_task_type"])]
+        sections.append(("language", result["by_language"]))
+    else:
+        columns = ["group", "n_questions", "map", "mrr", "auc"]
+        sections = [("overall", {"all": result["overall"]}), ("language", result["by_language"])]
+    body = []
+    for section, entries in sections:
+        for name, stats in entries.items():
+            label = "overall" if section == "overall" else f"{section}={name}"
+            body.append([label] + [_fmt(stats[c]) for c in columns[1:]])
+    return columns, body
+
+
+def _calibration_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+    """The reliability table (overall) and one ECE line per group, as a title, columns and rows."""
+    cal = result["calibration"]
+    groups = [("overall", cal["overall"])] + [(f"language={k}", v) for k, v in cal["by_language"].items()]
+    ece = ", ".join(f"{name} {_fmt(c['ece'])} (n {c['n']})" for name, c in groups)
+    columns = ["score bin", "n", "mean score", "relevant share", "gap"]
+    body = []
+    for b in cal["overall"]["bins"]:
+        gap = None if not b["n"] else abs(b["mean_score"] - b["positive_rate"])
+        body.append(
+            [f"{b['low']:.1f}–{b['high']:.1f}", str(b["n"]), _fmt(b["mean_score"]), _fmt(b["positive_rate"]), _fmt(gap)]
+        )
+    return f"calibration: ECE (10 bins) {ece}", columns, body
+
+
+def _plain(title: str, columns: list[str], body: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [columns, *body]) for i in range(len(columns))]
+    lines = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in body]
+    return lines
+
+
+def render_plain(result: dict[str, Any], kind: str, title: str) -> str:
+    """The result as aligned plain-text tables (used when rich is not installed)."""
+    lines = _plain(title, *_table_rows(result, kind))
+    if "calibration" in result:
+        lines += ["", *_plain(*_calibration_rows(result))]
+    return "\n".join(lines)
+
+
+def _print_table(result: dict[str, Any], kind: str, title: str) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(render_plain(result, kind, title))
+        return
+    tables = [(title, *_table_rows(result, kind))]
+    if "calibration" in result:
+        tables.append(_calibration_rows(result))
+    console = Console()
+    for name, columns, body in tables:
+        table = Table(title=name)
+        for i, column in enumerate(columns):
+            table.add_column(column, justify="left" if i == 0 else "right")
+        for row in body:
+            table.add_row(*row)
+        console.print(table)
+
+
+@contextmanager
+def _progress(total: int, description: str, enabled: bool) -> Iterator[Progress]:
+    """A rich progress bar on stderr when it is a terminal; a no-op otherwise (pipes, CI, tests)."""
+    if not enabled or not sys.stderr.isatty():
+        yield _noop
+        return
+    try:
+        from rich.console import Console
+        from rich.progress import Progress as RichProgress
+    except ImportError:
+        yield _noop
+        return
+    with RichProgress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _make_judge(name: str, settings: Any) -> Any:
+    """The judge as a worker would build it: from the settings (environment, ``--config-file``, flags), so
+    ``--judge llm`` and ``--judge cascade`` reach the endpoint in ``RAGWATCH_JUDGE_BASE_URL``/``_MODEL``."""
+    from ragwatch.scoring.judges import make_judges
+
+    return make_judges([name], settings)[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragwatch eval-judge",
+        description="Measure a judge on labelled JSONL data (faithfulness or relevance files, auto-detected).",
+    )
+    parser.add_argument("file", type=Path, help="JSONL file of faithfulness or relevance rows")
+    parser.add_argument("--judge", default="offline", help="judge to evaluate (default: offline)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate only the first N rows")
+    parser.add_argument(
+        "--calibration",
+        action="store_true",
+        help="relevance files: also the expected calibration error (10 bins) and a reliability table",
+    )
+    parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
+    parser.add_argument("--judge-base-url", help="LLM judge endpoint (default: $RAGWATCH_JUDGE_BASE_URL)")
+    parser.add_argument("--judge-model", help="LLM judge model (default: $RAGWATCH_JUDGE_MODEL)")
+    return parser
+
+
+def run(
+    path: Path,
+    judge_name: str = "offline",
+    limit: int | None = None,
+    show_progress: bool = True,
+    settings: Any = None,
+    calibration: bool = False,
+) -> dict:
+    """Load, detect the kind, evaluate; returns ``{"kind", "result", "rows", "seconds"}``.
+
+    ``settings`` (a :class:`~ragwatch.settings.Settings`) configures the judge; ``None`` reads them from the
+    environment. :class:`ConfigError` when the judge cannot be built from them.
+    """
+    rows = load_rows(path, limit)
+    kind = detect_kind(rows[0])
+    check = _check_faithfulness_row if kind == "faithfulness" else _check_relevance_row
+    for row in rows:  # every row is checked before any is judged: a bad line 2,000 fails in a second
+        if detect_kind(row) != kind:
+            raise EvalInputError(int(row["__line__"]), f"a {kind} file cannot mix in rows of another kind")
+        check(row)
+    if calibration and kind != "relevance":
+        raise EvalInputError(0, "--calibration needs a relevance file (graded relevances against labels)")
+    if settings is None:
+        from ragwatch.settings import load_settings
+
+        settings = load_settings()
+    judge = _make_judge(judge_name, settings)
+    try:
+        started = time.perf_counter()
+        with _progress(len(rows), f"judging {path.name}", show_progress and len(rows) > 50) as advance:
+            if kind == "faithfulness":
+                result = evaluate_faithfulness(rows, judge, advance)
+            else:
+                if not hasattr(judge, "relevance"):
+                    raise EvalInputError(0, f"judge {judge_name!r} has no relevance function")
+                result = evaluate_relevance(rows, judge, advance, calibration=calibration)
+        seconds = time.perf_counter() - started
+    finally:
+        close = getattr(judge, "close", None)
+        if callable(close):
+            close()
+    return {"kind": kind, "result": result, "rows": len(rows), "seconds": seconds}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``ragwatch eval-judge``: 0 on success, 2 on unusable input or arguments."""
+    args = _parser().parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        print("ragwatch eval-judge: error: --limit must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        from ragwatch.settings import load_settings
+
+        settings = load_settings(args.config_file, judge_base_url=args.judge_base_url, judge_model=args.judge_model)
+        outcome = run(args.file, args.judge, args.limit, settings=settings, calibration=args.calibration)
+    except EvalInputError as exc:
+        print(f"ragwatch eval-judge: error: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:  # an unknown --judge name, settings that do not validate
+        print(f"ragwatch eval-judge: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(outcome["result"], ensure_ascii=False))
+    else:
+        rate = outcome["rows"] / outcome["seconds"] if outcome["seconds"] > 0 else float("inf")
+        title = f"{args.file.name} — {outcome['kind']}, judge {args.judge}, {outcome['rows']} rows, {rate:.0f} rows/s"
+        _print_table(outcome["result"], outcome["kind"], title)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

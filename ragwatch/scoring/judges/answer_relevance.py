@@ -1,0 +1,131 @@
+"""Answer relevance for the offline judge: does the answer address *this* question, graded 0..1.
+
+Why checks and not only overlap: the ways a RAG answer most often misses its question keep most of the
+question's words. An answer about a neighbouring question of the same topic, one that answers "when" with a
+place, or one that quotes last year's figures for a question about this year all read as on topic to a
+coverage score. So a base score from coverage (the question's content words the answer repeats, weighted by
+their prior; a short direct answer rarely repeats the question and is not asked to) is capped by three
+checks, each a cap rather than a weight so that one failed check cannot be outvoted by overlap:
+
+* **core entity** — the question's named things (capitalised words that do not start it, quoted titles
+  《…》, Latin names inside Chinese text such as "RCEP", "Model 3") must appear in an answer long enough to
+  name them; a short answer ("Wuhan", "武汉") is exempt;
+* **asked attribute** — "when"/"what year"/"何时"/"哪一年" wants a date or a year, "how many/much"/"多少"/
+  "几个" a number: an answer without one does not answer what was asked;
+* **time constraint** — a question that names a year (2024, "2024年", "2024款") is not answered by an answer
+  that names only other years (2023's figures, the 2023 model).
+
+A refusal is about the question but does not answer it: it reads 0.2 (in proportion to the share of
+refusal claims). The caps are set a priori, never fitted to dev data; ``scripts/eval_answer_relevance.py``
+measures the result on a set built from the dev files by construction (README, "Answer relevance").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ragwatch.scoring.judges.relevance import question_kind
+from ragwatch.scoring.judges.text import content_tokens, entity_tokens, token_prior
+
+__all__ = ["AnswerChecks", "answer_relevance", "check_answer"]
+
+#: The answer is too short to be asked to repeat the question's words or name its entity.
+SHORT_TOKENS = 8
+#: Caps (see the module docstring): below the 0.85 health threshold of ``answer_relevance``.
+CAP_ENTITY = 0.6
+CAP_ATTRIBUTE = 0.5
+CAP_TIME = 0.3
+REFUSAL_SCORE = 0.2
+
+_YEAR_RE = re.compile(r"(?<![\d.,])(1[6-9]\d\d|20\d\d)(?![\d.,]\d)")
+_DATE_RE = re.compile(
+    r"(?<!\d)(?:1[6-9]|20)\d\d(?!\d)|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d"
+    r"|\d{1,2}\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)|\d{1,2}月|\d{1,2}日|[上下中]旬|世纪|century",
+    re.IGNORECASE,
+)
+_NUMBER_RE = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred"
+    r"|thousand|million|billion|dozen|none|no)\b|[零一二两三四五六七八九十百千万亿半]",
+    re.IGNORECASE,
+)
+#: Names the Chinese tokeniser would cut into bigrams: quoted titles and Latin words ("RCEP", "Model 3").
+_ZH_NAME_RE = re.compile(r"《([^》]{1,30})》|[A-Za-z][A-Za-z0-9-]*(?: \d+)?")
+_CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerChecks:
+    """What :func:`check_answer` found; ``None`` where a check does not apply."""
+
+    coverage: float
+    short: bool
+    names_entity: bool | None
+    answers_attribute: bool | None
+    respects_time: bool | None
+
+
+def _years(text: str) -> set[str]:
+    return set(_YEAR_RE.findall(text))
+
+
+def _entities(question: str) -> list[set[str]]:
+    """The question's named things, each as the set of tokens that name it (any one of them counts)."""
+    out: list[set[str]] = []
+    if _CJK_RE.search(question):
+        for m in _ZH_NAME_RE.finditer(question):
+            name = m.group(1) or m.group()
+            toks = {t for t in content_tokens(name) if not t.startswith("#")}
+            if toks:
+                out.append(toks)
+        return out
+    ents = entity_tokens(question)
+    return [{t} for t in sorted(ents)]
+
+
+def check_answer(question: str, answer: str) -> AnswerChecks:
+    """The coverage and the three checks of the module docstring."""
+    q_toks = {t for t in content_tokens(question)}
+    a_toks = set(content_tokens(answer))
+    total = sum(token_prior(t) for t in q_toks)
+    coverage = sum(token_prior(t) for t in q_toks & a_toks) / total if total else 0.0
+    short = len(content_tokens(answer)) <= SHORT_TOKENS
+    names_entity: bool | None = None
+    entities = _entities(question)
+    if entities and not short:
+        names_entity = any(e & a_toks for e in entities)
+    kind = question_kind(question)
+    answers_attribute: bool | None = None
+    if kind == "date":
+        answers_attribute = _DATE_RE.search(answer) is not None
+    elif kind == "number":
+        answers_attribute = _NUMBER_RE.search(answer) is not None
+    respects_time: bool | None = None
+    q_years = _years(question)
+    a_years = _years(answer)
+    if q_years and a_years:
+        respects_time = not q_years.isdisjoint(a_years)
+    return AnswerChecks(coverage, short, names_entity, answers_attribute, respects_time)
+
+
+def answer_relevance(question: str, answer: str, share_refusal: float = 0.0) -> float:
+    """Answer relevance in 0..1: the coverage-based score capped by the failed checks, refusals low.
+
+    ``share_refusal`` is the share of the answer's claims that are refusals or meta statements.
+    """
+    if not answer.strip():
+        return 0.0
+    if not question.strip():
+        base = 0.7
+    else:
+        checks = check_answer(question, answer)
+        base = 0.5 + 0.5 * min(1.0, checks.coverage / 0.6)
+        if checks.short or checks.answers_attribute:
+            base = max(base, 0.9)  # a short direct answer, or one carrying the asked date/number
+        if checks.names_entity is False:
+            base = min(base, CAP_ENTITY)
+        if checks.answers_attribute is False:
+            base = min(base, CAP_ATTRIBUTE)
+        if checks.respects_time is False:
+            base = min(base, CAP_TIME)
+    return round(min(1.0, (1 - share_refusal) * base + share_refusal * REFUSAL_SCORE), 4)

@@ -1,0 +1,53 @@
+"""The judge contract, and the names of the scores judges produce."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ragwatch.sampling.sample import Sample
+
+__all__ = [
+    "ANSWER_RELEVANCE",
+    "CONTEXT_RELEVANCE",
+    "FAITHFULNESS",
+    "Judge",
+    "Verdict",
+    "context_precision",
+    "context_precision_ranked",
+]
+
+#: supported / (claims - unverifiable), 0..1
+FAITHFULNESS = "faithfulness"
+#: mean graded relevance (0..1) of all retrieved chunks to the question
+CONTEXT_RELEVANCE = "context_relevance"
+#: does the answer address the question, 0..1
+ANSWER_RELEVANCE = "answer_relevance"
+
+
+def context_precision(k: int) -> str:
+    """Score name of Context Precision@K, SLA form: mean graded relevance of the top K chunks."""
+    return f"context_precision_{k}"
+
+
+def context_precision_ranked(k: int) -> str:
+    """Score name of the rank-aware (Ragas) form of Context Precision@K."""
+    return f"context_precision_ranked_{k}"
+
+
+@dataclass(slots=True)
+class Verdict:
+    """What one judge said about one sample: metric values in 0..1 and the evidence behind them."""
+
+    scores: dict[str, float]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Judge(Protocol):
+    """``name`` and ``version`` are recorded with every score, so a changed judge never silently mixes
+    its numbers with an older one's."""
+
+    name: str
+    version: str
+
+    def score(self, sample: Sample) -> Verdict: ...

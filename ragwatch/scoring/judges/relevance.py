@@ -1,0 +1,520 @@
+"""Chunk relevance for the offline judge: does a chunk answer the question, graded 0..1, with no model.
+
+The judge always scores a *list* of chunks retrieved for one question, and everything here uses that:
+
+1. **Direct features** of each chunk (:data:`DIRECT_FEATURES`, all cheap): how much of the question it
+   covers, weighted by a prior and by an IDF computed over the list itself (a word every chunk shares is the
+   topic and separates nothing; no corpus is shipped or downloaded), in the whole chunk and in its best
+   sentence, CJK characters as well as bigrams (Chinese paraphrases share characters more than bigrams);
+   whether it *leads* with the question's subject; and answer-type cues — the chunk carries the kind of
+   thing the question asks for: a full date for "when"/"何时" (a leading "Mar 3, 2021 ..." search-snippet
+   date stamp does not count), a count for "how many"/"多少" (not a year) and better a count *of the asked
+   thing* ("how many teams" → "30 teams"), a measure with a unit for "how old/tall/far", an agent for "who
+   invented" ("by …", "… wrote"), an enumeration for "which countries"/"哪些", a definition for "what is X"
+   (better: one that starts with X), a cause for "why", a means for "how"; and, as the one negative cue,
+   mentioning only other years than the one the question asks about.
+2. **Consensus** (pseudo-relevance feedback): the chunks that answer a question tend to share the answer
+   ("Hideki Matsuyama", "2022年12月9日"), which chunks that are merely on topic lack. Each chunk votes, with
+   a first-stage relevance computed from the direct features, for the non-question words of its
+   question-bearing sentences. Leaving the chunk being scored out (it never votes for itself), a word's
+   support is how far the votes of the other chunks containing it exceed their mean vote: a word all of them
+   share (the topic) gets none. A chunk's consensus is the mean support (capped at one vote) of the ten
+   best-supported words that it contains.
+3. A **linear score** of all features, fitted to rank each question's candidates (a conditional logit,
+   every weight constrained to its sensible sign), and a **calibration** to a probability of relevance from
+   the score, its gap to the best score of the list (the best chunk of a list of fair chunks reads as
+   relevant even though chunks of a list rarely differ by much in absolute terms, and a chunk far below the
+   list's best reads low) and the log of the list's length (the more candidates, the smaller the share that
+   is relevant). The intercept is a base rate, and base rates differ a lot between corpora and languages,
+   so there are two: one for questions written in CJK script, one for the rest.
+
+Words are compared as roots: the shared stemmer's output with a derivational suffix removed and cut to five
+letters, so "produced", "production" and "producer" meet (the claims check keeps the stricter stems).
+
+The weights live in ``relevance_weights.json``, fitted by ``scripts/train_relevance.py`` on the training
+corpus (``train/relevance/``), only the two calibration intercepts set on the dev files; the file records
+its grouped cross-validation and leave-one-dataset-out figures. Context Precision@K follows from these
+relevances (:mod:`ragwatch.scoring.retrieval_metrics`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ragwatch.scoring.judges import calibration
+from ragwatch.scoring.judges.calibration import sigmoid
+from ragwatch.scoring.judges.text import TextAnalysis, analyse_text, content_tokens, token_prior
+
+__all__ = [
+    "DIRECT_FEATURES",
+    "RELEVANCE_FEATURES",
+    "RELEVANCE_SIGNS",
+    "WEIGHTS_PATH",
+    "Candidates",
+    "RelevanceScorer",
+    "analyse_candidates",
+    "consensus",
+    "is_cjk_question",
+    "question_kind",
+    "type_match",
+]
+
+
+WEIGHTS_PATH = Path(__file__).with_name("relevance_weights.json")
+
+#: Features computed from one chunk and the list's IDF, in the order of the weight vectors.
+DIRECT_FEATURES = (
+    "coverage",
+    "best_sentence",
+    "cjk_chars",
+    "leads_with_question",
+    "answer_type",
+    "full_date",
+    "count",
+    "count_of_asked",
+    "measure",
+    "agent",
+    "enumeration",
+    "definition",
+    "definition_asked",
+    "defines_subject",
+    "cause_or_means",
+    "other_year",
+)
+#: All features: the direct ones and the consensus of the list.
+RELEVANCE_FEATURES = (*DIRECT_FEATURES, "consensus")
+#: Every feature is "more overlap / more fitting" except mentioning only other years than the question's.
+RELEVANCE_SIGNS = tuple(-1 if name == "other_year" else 1 for name in RELEVANCE_FEATURES)
+#: How many best-supported words make up a list's pseudo-answer.
+CONSENSUS_WORDS = 10
+
+# Fallback so the judge works before (or without) a trained file: coverage-led, roughly calibrated.
+_DEFAULT_WEIGHTS: dict[str, Any] = {
+    "features": list(RELEVANCE_FEATURES),
+    "stage1": {"coef": [1.0, 1.0, 1.0] + [0.5] * 12 + [-0.5], "intercept": -2.0},
+    "coef": [1.0, 1.0, 1.0] + [0.5] * 12 + [-0.5, 1.0],
+    "calibration": {"scale": 1.0, "gap": 0.0, "intercept": -2.0},
+}
+
+# ---------------------------------------------------------------------------------------------- words
+
+_SUFFIXES = (
+    "ization", "ation", "ition", "ution", "tion", "sion", "ment", "ness", "ity", "ance", "ence", "ive", "ical",
+    "ic", "al", "er", "or", "ist", "ism", "ian", "ing", "ous", "ful",
+)  # fmt: skip
+#: Chinese question words ("谁", "哪个", "多少" …) are bigram-tokenised like content; no answer contains them.
+_INTERROGATIVE_RE = re.compile(r"[谁哪吗呢么]|多少|几[个次年岁位名天号人]|如何|为何")
+_CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: CJK characters too common (grammar, question words) to say anything as single characters.
+_CJK_STOP = frozenset(
+    "的了是在和与及或也都就而且并被把对为于以之其这那些个有中上下等着过吗呢吧啊从向将会让给所谁哪什么多少几年"
+)
+_YEAR_RE = re.compile(r"#(?:1[6-9]|20)\d\d")
+
+
+@lru_cache(maxsize=65536)
+def _root(tok: str) -> str:
+    """A coarse root of a token from :func:`~ragwatch.scoring.judges.text.content_tokens`: English stems lose a
+    derivational suffix and are cut to five letters; numbers and CJK bigrams are left alone."""
+    if len(tok) <= 5 or tok[0] == "#" or not tok.isascii():
+        return tok
+    for suf in _SUFFIXES:
+        if tok.endswith(suf) and len(tok) - len(suf) >= 4:
+            return tok[: len(tok) - len(suf)][:5]
+    return tok[:5]
+
+
+# ------------------------------------------------------------------------------------- answer types
+
+_QTYPE_NUMBER_RE = re.compile(
+    r"\bhow (?:many|much|long|old|far|tall|big|high|large|fast|often|deep|wide|heavy)\b|\bwhat (?:percentage|"
+    r"percent|number|amount|size|age|population|temperature)\b|多少|几[个次年岁位名天号人块]|多大|多高|多长|多远|比例|人数|数量"
+)
+_QTYPE_DATE_RE = re.compile(
+    r"\bwhen\b|\bwhat (?:year|date|day|month|time|century)\b|\bwhich year\b|\bdate\b"
+    r"|什么时候|何时|哪[一]?年|哪天|几月|日期|时间"
+)
+_QTYPE_PERSON_RE = re.compile(r"\bwho(?:m|se)?\b|谁|哪位|什么人")
+_QTYPE_PLACE_RE = re.compile(
+    r"\bwhere\b|\bwhat (?:country|city|state|place)\b|\bwhich (?:country|city|state)\b"
+    r"|哪里|哪儿|在哪|哪个(?:国家|城市|省|地方)|什么地方"
+)
+_KINDS = (
+    ("date", _QTYPE_DATE_RE),
+    ("number", _QTYPE_NUMBER_RE),
+    ("person", _QTYPE_PERSON_RE),
+    ("place", _QTYPE_PLACE_RE),
+)
+_TYPE_IN_TEXT = {
+    "date": re.compile(
+        r"\b(?:1[5-9]\d\d|20\d\d)\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d"
+        r"|\d{4}年|\d{1,2}月\d{1,2}日|\d{1,2}月",
+        re.IGNORECASE,
+    ),
+    "number": re.compile(r"\d|[一二三四五六七八九十百千万亿]+[个人次年岁名位万亿]"),
+    "person": re.compile(r"(?<=[a-z,] )[A-Z][a-z]+(?: [A-Z][a-z]+)+"),
+    "place": re.compile(r"\b(?:in|at|near|from) [A-Z][a-z]+|[省市县区州国城镇村]"),
+}
+#: A year, and what makes it part of a full date ("May 29, 2020", "29 May 2020", "2022年12月9日", "2022-12-09").
+_YEAR4_RE = re.compile(r"\d{4}")
+_DATE_BEFORE_RE = re.compile(
+    r"(?i:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? "
+    r"|\b\d{1,2}(?:st|nd|rd|th)? (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*,? )$"
+)
+_DATE_AFTER_RE = re.compile(r"年\d{1,2}月|-\d{1,2}-\d{1,2}")
+#: The publication date a search snippet starts with ("Mar 3, 2021 ...") is not an answer.
+_DATE_STAMP_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} \d{1,2}, \d{4}|\d{4}-\d{2}-\d{2}(?: [\d:]+)?)\s*(?:\.\.\.|·|-)?\s*")
+#: Numbers (a count unless it looks like a year), and what may follow one.
+_NUMBER_RE = re.compile(r"\d[\d,.]*")
+_SCALE_RE = re.compile(r"\s?(?:million|billion|thousand|hundred)\b", re.IGNORECASE)
+_WORDS_AFTER_RE = re.compile(r"((?:\s+[A-Za-z-]+){1,3})")
+_UNIT_AFTER_RE = re.compile(
+    r"\s?-?\s?(?:years?|months?|weeks?|days?|hours?|minutes?|seconds?|feet|foot|ft|inch(?:es)?|in|miles?|mi|km"
+    r"|kilomet(?:er|re)s?|met(?:er|re)s?|m|cm|mm|kg|kilograms?|pounds?|lbs?|tons?|tonnes?|mph|km/h|percent|%|acres?"
+    r"|square|million|billion|thousand)\b",
+    re.IGNORECASE,
+)
+_NUMBER_WORD_RE = re.compile(
+    r"(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|twenty|thirty|forty"
+    r"|fifty|hundred|dozen|hundreds|thousands|millions)\b"
+)
+_ZH_COUNT_RE = re.compile(r"[一二三四五六七八九十两百千万亿]+[个人次名位项支座块届]")
+_MONEY_AGE_RE = re.compile(r"(?:[$€£] ?|\baged? )$")
+_MEASURE_Q_RE = re.compile(r"\bhow (?:old|tall|long|far|much|big|high|deep|wide|heavy|fast|large)\b", re.IGNORECASE)
+#: Who made or won something: "by Alexander Fleming", "Tolkien wrote".
+_BY_NAME_RE = re.compile(r"by (?:[A-Z][a-z]+ ){0,2}[A-Z][a-z]+")
+_NAME_DID_RE = re.compile(
+    r"[A-Z][a-z]+ (?:[A-Z][a-z]+ )?(?:wrote|invented|founded|created|discovered|directed|designed|developed"
+    r"|composed|built|established|won)\b"
+)
+_LIST_Q_RE = re.compile(
+    r"哪些|有谁|都有|\b(?:what|which) (?:[a-z]+ )?[a-z]+s\b(?! (?:is|was)\b)|\bname (?:the|all)\b|\blist\b", re.I
+)
+#: An enumeration: "A、B、C", "Afrikaans, English, Ndebele and Zulu".
+_LIST_RE = re.compile(
+    r"、[^、。\n]{1,20}、|[A-Z][\w-]*(?: [A-Z][\w-]*){0,2} ?, [A-Z][\w-]*(?: [A-Z][\w-]*){0,2} ?,? (?:and |, )[A-Z]"
+)
+#: A chunk that says what something *is* ("X is a …", "X是一种…") near its start.
+_DEFINITION_RE = re.compile(r"\b(?:is|are|was|were)\s+(?:a|an|the|one)\b|是一|是指|指的是|是由", re.IGNORECASE)
+_DEFINITION_Q_RE = re.compile(
+    r"^\s*(?:what|who)(?: is| are| was| were|'s)\b(?! the (?:name|number|population|capital))"
+    r"|\bwhat does .* mean\b|\bdefin|是什么|指什么|是谁",
+    re.IGNORECASE,
+)
+_WHY_Q_RE = re.compile(r"\bwhy\b|为什么|为何", re.IGNORECASE)
+_WHY_A_RE = re.compile(
+    r"\b(?:because|due to|since|as a result|caused by|so that|in order to)\b|因为|由于|所以|导致", re.IGNORECASE
+)
+_HOW_Q_RE = re.compile(
+    r"\bhow\b(?! (?:many|much|long|old|far|tall|big|high|large|fast|often|deep|wide|heavy))|如何|怎么|怎样",
+    re.IGNORECASE,
+)
+_HOW_A_RE = re.compile(r"\b(?:by|through|using|via|when|process|formed|caused|made)\b|通过|利用|方法", re.I)
+
+
+def question_kind(question: str) -> str:
+    """What the question asks for: "date", "number", "person", "place" or "" (anything else)."""
+    q = question.lower()
+    for kind, pattern in _KINDS:
+        if pattern.search(q):
+            return kind
+    return ""
+
+
+def is_cjk_question(question: str) -> bool:
+    """Whether the question is written in CJK script: the calibration has one intercept for those and one
+    for the rest, because base rates differ that much between the corpora (module docstring)."""
+    return _CJK_RE.search(question) is not None
+
+
+def type_match(question: str, text: str) -> float:
+    """1 when the question asks for a date/number/person/place and the text has one; 0 otherwise."""
+    kind = question_kind(question)
+    return 1.0 if kind and _TYPE_IN_TEXT[kind].search(text) else 0.0
+
+
+def _roots(text: str) -> list[str]:
+    return [_root(t) for t in content_tokens(text)]
+
+
+def _full_date(text: str) -> float:
+    """1 when ``text`` has a full date: day, month and year (or year and month in Chinese)."""
+    for m in _YEAR4_RE.finditer(text):
+        s, e = m.span()
+        if _DATE_BEFORE_RE.search(text, max(0, s - 16), s) or _DATE_AFTER_RE.match(text, e):
+            return 1.0
+    return 0.0
+
+
+def _numbers(text: str) -> Iterator[tuple[re.Match[str], bool]]:
+    """Numbers of ``text`` and whether each is a count (not a year, not a version or decimal tail)."""
+    for m in _NUMBER_RE.finditer(text):
+        s = m.start()
+        if s and text[s - 1] in ".,":
+            continue
+        raw = m.group().rstrip(".,")
+        yield m, not (len(raw) == 4 and (raw[:2] == "20" or "15" <= raw[:2] <= "19"))
+
+
+def _counts(text: str, q_set: set[str]) -> tuple[float, float]:
+    """(a count in ``text``, a count of something the question names: "30 teams" for "how many teams")."""
+    count = 0.0
+    matches: list[tuple[int, bool]] = []  # (end of the number, it is a count)
+    for m, is_count in _numbers(text):
+        if is_count:
+            count = 1.0
+            end = m.end()
+            scale = _SCALE_RE.match(text, end)
+            matches.append((scale.end() if scale else end, True))
+    low = text.lower()
+    for m in _NUMBER_WORD_RE.finditer(low):
+        if m.start() == 0 or not low[m.start() - 1].isalpha():
+            count = 1.0
+            matches.append((m.end(), True))
+    if not count and _ZH_COUNT_RE.search(text):
+        count = 1.0
+    for end, _ in matches:
+        words = _WORDS_AFTER_RE.match(text, end)
+        if words and not q_set.isdisjoint(_roots(words.group(1))):
+            return count, 1.0
+    return count, 0.0
+
+
+def _measure(text: str) -> float:
+    """1 when ``text`` has a number with a unit ("25 years", "3 km", "$5", "aged 40")."""
+    for m in _NUMBER_RE.finditer(text):
+        s = m.start()
+        if _UNIT_AFTER_RE.match(text, m.end()) or _MONEY_AGE_RE.search(text, max(0, s - 5), s):
+            return 1.0
+    return 0.0
+
+
+# -------------------------------------------------------------------------------------------- features
+
+
+@dataclass(slots=True)
+class Candidates:
+    """The chunks retrieved for one question: their direct features and, for the consensus, the
+    non-question words of each chunk's sentences that share a word with the question."""
+
+    features: list[list[float]]
+    near: list[frozenset[str]]
+
+
+def analyse_candidates(
+    question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis] | None = None
+) -> Candidates:
+    """Direct features (:data:`DIRECT_FEATURES`) of every text for ``question``; IDF comes from the texts.
+
+    ``analyses`` (from :func:`~ragwatch.scoring.judges.text.analyse_text`) may be passed when the caller has them.
+    """
+    if analyses is None:
+        analyses = [analyse_text(t) for t in texts]
+    q_toks = [_root(t) for t in content_tokens(question) if not _INTERROGATIVE_RE.search(t)]
+    q_set = set(q_toks)
+    root = _root
+    sents = [[{root(t) for t in sent} for sent in an.tokens] for an in analyses]
+    docs = [set().union(*ss) for ss in sents]
+    n = len(docs)
+    zero = [0.0] * len(DIRECT_FEATURES)
+    if not q_set:
+        return Candidates([list(zero) for _ in texts], [frozenset() for _ in texts])
+    df = dict.fromkeys(q_set, 0)
+    for doc in docs:
+        for t in q_set.intersection(doc):
+            df[t] += 1
+    # prior weight × smoothed local IDF (BM25's, floored so that a word in every chunk still counts a bit)
+    idf = {t: token_prior(t) * max(0.25, math.log(1.0 + (n - df[t] + 0.5) / (df[t] + 0.5))) for t in q_set}
+    idf_total = math.fsum(idf.values())  # fsum: exact, so independent of the set's iteration order
+    prior_total = sum(token_prior(t) for t in q_set)
+    q_years = {t for t in q_set if _YEAR_RE.fullmatch(t)}
+    q_chars = {c for c in _CJK_RE.findall(question) if c not in _CJK_STOP}
+    char_idf: dict[str, float] = {}
+    for c in q_chars:
+        cdf = sum(1 for t in texts if c in t)
+        char_idf[c] = max(0.25, math.log(1.0 + (n - cdf + 0.5) / (cdf + 0.5)))
+    char_total = math.fsum(char_idf.values())
+    kind = question_kind(question)
+    asks_measure = _MEASURE_Q_RE.search(question) is not None
+    asks_list = _LIST_Q_RE.search(question) is not None
+    asks_definition = _DEFINITION_Q_RE.search(question) is not None
+    features: list[list[float]] = []
+    near: list[frozenset[str]] = []
+    means = _WHY_A_RE if _WHY_Q_RE.search(question) else _HOW_A_RE if _HOW_Q_RE.search(question) else None
+    for text, doc, ss, an in zip(texts, docs, sents, analyses, strict=True):
+        if not doc:
+            features.append(list(zero))
+            near.append(frozenset())
+            continue
+        hits = q_set.intersection(doc)
+        coverage = sum(token_prior(t) for t in hits) / prior_total
+        best = 0.0
+        around: set[str] = set()
+        for sent in ss:
+            shared = q_set.intersection(sent)
+            if shared:
+                best = max(best, math.fsum(idf[t] for t in shared) / idf_total)
+                around.update(sent)
+        near.append(frozenset(around - q_set))
+        chars = math.fsum(w for c, w in char_idf.items() if c in text) / char_total if char_total else 0.0
+        first = {root(t) for t in an.tokens[0][:3]} if an.tokens else set()
+        leads = sum(token_prior(t) for t in first & q_set) / prior_total
+        body = _DATE_STAMP_RE.sub("", text, count=1)
+        answer_type = 1.0 if kind and _TYPE_IN_TEXT[kind].search(text) else 0.0
+        full_date = count = count_of_asked = measure = agent = 0.0
+        if kind == "date":
+            full_date = _full_date(body)
+        elif kind == "number":
+            count, count_of_asked = _counts(body, q_set)
+        elif kind == "person":
+            agent = 1.0 if _BY_NAME_RE.search(body) or _NAME_DID_RE.search(body) else 0.0
+        if asks_measure:
+            measure = _measure(body)
+        enumeration = 1.0 if asks_list and _LIST_RE.search(body) else 0.0
+        definition = 1.0 if _DEFINITION_RE.search(text, 0, 200) else 0.0
+        other_year = 0.0
+        if q_years:
+            years = {t for t in doc if t[0] == "#" and _YEAR_RE.fullmatch(t)}
+            other_year = 1.0 if years and q_years.isdisjoint(years) else 0.0
+        features.append(
+            [
+                coverage,
+                best,
+                chars,
+                leads,
+                answer_type,
+                full_date,
+                count,
+                count_of_asked,
+                measure,
+                agent,
+                enumeration,
+                definition,
+                definition if asks_definition else 0.0,
+                definition * leads,
+                1.0 if means is not None and means.search(text) else 0.0,
+                other_year,
+            ]
+        )
+    return Candidates(features, near)
+
+
+def consensus(near: Sequence[frozenset[str]], votes: Sequence[float], k: int = CONSENSUS_WORDS) -> list[float]:
+    """Leave-one-out agreement of each candidate with the likely-relevant others (module docstring), in 0..1.
+
+    ``near[i]`` are candidate i's words, ``votes[i]`` its first-stage relevance. Without candidate i, a word's
+    support is ``sum(votes[j] - m for j != i containing it)`` with ``m`` the mean vote of the others: words
+    every other candidate has (the topic) get none, words only i has get none. The ``k`` best-supported words
+    form the pseudo-answer; i's consensus is the support of those it contains, each capped at 1, over ``k``.
+    Absolute on purpose: when every candidate is about equally relevant (three overlapping windows around the
+    answer) supports are tiny and so is every consensus, rather than an arbitrary winner taking all. Fewer
+    than three candidates: no consensus (0).
+    """
+    n = len(near)
+    out = [0.0] * n
+    if n < 3:
+        return out
+    total_votes = math.fsum(votes)
+    vote_sum: dict[str, float] = {}  # sum of the votes of the candidates containing a word
+    count: dict[str, int] = {}  # how many candidates contain it
+    for words, v in zip(near, votes, strict=True):
+        for t in words:
+            vote_sum[t] = vote_sum.get(t, 0.0) + v
+            count[t] = count.get(t, 0) + 1
+    # Words by how many candidates contain them, each group by vote sum: for a fixed count the order of
+    # support (vote sum − count × m) does not depend on m, so each candidate reads a few heads of groups.
+    # Sorted by (vote sum, word): ties broken by the word, never by set iteration order.
+    groups: dict[int, list[tuple[float, str]]] = {}
+    for t, c in count.items():
+        groups.setdefault(c, []).append((vote_sum[t], t))
+    for group in groups.values():
+        group.sort(reverse=True)
+    for i, words in enumerate(near):
+        if not words:
+            continue
+        m = (total_votes - votes[i]) / (n - 1)
+        support: list[tuple[float, bool]] = []
+        for c, group in groups.items():
+            taken = 0
+            for vs, t in group:
+                if t in words:
+                    continue
+                value = vs - c * m
+                if value <= 0 or taken == k:
+                    break
+                support.append((value, False))
+                taken += 1
+        for t in words:
+            value = vote_sum[t] - votes[i] - (count[t] - 1) * m
+            if value > 0:
+                support.append((value, True))
+        top = sorted(support, reverse=True)[:k]
+        out[i] = math.fsum(min(1.0, s) for s, mine in top if mine) / k
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- scorer
+
+
+def _dot(coef: Sequence[float], xs: Sequence[float]) -> float:
+    return sum(c * x for c, x in zip(coef, xs, strict=True))
+
+
+def load_weights(path: Path | None = None) -> tuple[dict[str, Any], str]:
+    """Weights and a short content hash; the built-in defaults (with a warning) when the file is unusable."""
+    return calibration.load_weights(path or WEIGHTS_PATH, _DEFAULT_WEIGHTS, _check_weights, "relevance")
+
+
+def _check_weights(weights: dict[str, Any]) -> None:
+    if (
+        weights["features"] != list(RELEVANCE_FEATURES)
+        or len(weights["coef"]) != len(RELEVANCE_FEATURES)
+        or len(weights["stage1"]["coef"]) != len(DIRECT_FEATURES)
+    ):
+        raise ValueError("relevance features do not match this code")
+    float(weights["calibration"]["scale"]), float(weights["calibration"]["gap"])
+    float(weights["calibration"]["intercept"]), float(weights["calibration"].get("intercept_cjk", 0.0))
+    float(weights["calibration"].get("log_size", 0.0))
+
+
+class RelevanceScorer:
+    """Graded relevance (0..1) of each chunk retrieved for a question; ``digest`` identifies the weights."""
+
+    def __init__(self, weights_path: Path | str | None = None) -> None:
+        weights, self.digest = load_weights(Path(weights_path) if weights_path else None)
+        self._stage1 = [float(c) for c in weights["stage1"]["coef"]]
+        self._stage1_intercept = float(weights["stage1"]["intercept"])
+        self._coef = [float(c) for c in weights["coef"]]
+        self._scale = float(weights["calibration"]["scale"])
+        self._gap = float(weights["calibration"]["gap"])
+        self._intercept = float(weights["calibration"]["intercept"])
+        self._intercept_cjk = float(weights["calibration"].get("intercept_cjk", self._intercept))
+        self._log_size = float(weights["calibration"].get("log_size", 0.0))
+
+    def votes(self, cands: Candidates) -> list[float]:
+        """First-stage relevance of each candidate, from its direct features alone (the consensus votes)."""
+        return [sigmoid(self._stage1_intercept + _dot(self._stage1, fs)) for fs in cands.features]
+
+    def score(self, question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis] | None = None) -> list[float]:
+        """Relevance of each text to ``question``; a text that is empty (or hashed away) scores 0."""
+        keep = [i for i, t in enumerate(texts) if t and t.strip()]
+        out = [0.0] * len(texts)
+        if not keep:
+            return out
+        kept_texts = [texts[i] for i in keep]
+        kept_analyses = [analyses[i] for i in keep] if analyses is not None else None
+        cands = analyse_candidates(question or "", kept_texts, kept_analyses)
+        agree = consensus(cands.near, self.votes(cands))
+        scores = [_dot(self._coef, [*fs, c]) for fs, c in zip(cands.features, agree, strict=True)]
+        best = max(scores)
+        intercept = self._intercept_cjk if is_cjk_question(question or "") else self._intercept
+        intercept += self._log_size * math.log(len(keep))
+        for i, s in zip(keep, scores, strict=True):
+            out[i] = sigmoid(intercept + self._scale * s + self._gap * (s - best))
+        return out

@@ -1,0 +1,861 @@
+"""Language-light text analysis shared by the offline judge: tokens, numbers, negation and hedges.
+
+The offline judge has no model, so everything it knows about a sentence comes from here. The choices are
+deliberately simple and symmetric — the same function normalises the claim and the context, so a quirk of
+the stemmer costs nothing as long as both sides share it:
+
+* English: lower-cased words (camelCase split, so a JSON key ``RestaurantsTakeOut`` matches "takeout"),
+  a light suffix-stripping stemmer, a stopword list; month abbreviations and small number words are
+  folded to one spelling ("Feb" = "february", "nine" = "9").
+* CJK: overlapping character bigrams (a lone character stays a unigram); bigrams made only of function
+  characters (的, 了, 是 …) are dropped. No word segmenter is needed and none is downloaded.
+* Numbers: one token per number, with thousands separators removed and ``4.0`` = ``4``, prefixed ``#``
+  so "2019" never collides with a word; :func:`numbers` also reports the unit that follows a number.
+
+Everything is regex + dict lookups with compiled patterns and memoised stemming, because the judge must
+score hundreds of samples per second per core.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = [
+    "CJK_CHARS",
+    "GENERIC_WORDS",
+    "NumberMention",
+    "Scan",
+    "TextAnalysis",
+    "analyse_text",
+    "approximated_numbers",
+    "content_tokens",
+    "entity_tokens",
+    "hedge_count",
+    "is_cjk",
+    "json_polarity",
+    "modal_hedge",
+    "negation_count",
+    "negation_reach",
+    "negation_scopes",
+    "number_hedged",
+    "numbers",
+    "scan",
+    "sentence_spans",
+    "stem",
+    "strong_hedge",
+    "token_prior",
+]
+
+#: CJK ideographs (unified, extension A, compatibility) — the characters tokenised as bigrams.
+CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+
+
+def _wordset(text: str) -> frozenset[str]:
+    """A word list written as text (easier to read and to edit than a list of string literals)."""
+    return frozenset(text.split())
+
+
+_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[a-z]+")
+_THOUSANDS_RE = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+
+_STOPWORDS = _wordset(
+    """
+    a about above after again against all also am an and any are aren't as at be because been before being
+    below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
+    during each few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here
+    here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself
+    let's me more most mustn't my myself no nor not of off on once only or other ought our ours ourselves
+    out over own same shan't she she'd she'll she's should shouldn't so some such than that that's the their
+    theirs them themselves then there there's these they they'd they'll they're they've this those through
+    to too under until up very was wasn't we we'd we'll we're we've were weren't what what's when when's
+    where where's which while who who's whom why why's with won't would wouldn't you you'd you'll you're
+    you've your yours yourself yourselves will just may might must shall also s t don now ever never however
+    although though thus therefore etc eg ie vs via per yes one's get got gets getting
+    """
+)
+
+#: CJK characters that carry grammar, not content; a bigram of two of them says nothing about a topic.
+_CJK_FUNCTION = frozenset("的了是在和与及或也都就而且并被把对为于以之其这那些个有中上下等着过吗呢吧啊从向将会让给所")
+
+_MONTHS = {
+    "jan": "january",
+    "feb": "february",
+    "mar": "march",
+    "apr": "april",
+    "jun": "june",
+    "jul": "july",
+    "aug": "august",
+    "sep": "september",
+    "sept": "september",
+    "oct": "october",
+    "nov": "november",
+    "dec": "december",
+}
+_NUMBER_WORDS = {
+    "zero": "0",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "thirteen": "13",
+    "fourteen": "14",
+    "fifteen": "15",
+    "sixteen": "16",
+    "seventeen": "17",
+    "eighteen": "18",
+    "nineteen": "19",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "seventy": "70",
+    "eighty": "80",
+    "ninety": "90",
+    "hundred": "100",
+}
+
+
+def is_cjk(ch: str) -> bool:
+    """Whether one character is a CJK ideograph (used to decide spacing and claim language)."""
+    return "\u3400" <= ch <= "\u4dbf" or "\u4e00" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """A light, symmetric suffix stripper: "formed", "forms", "forming" and "form" meet; so do "provides",
+    "provided" and "provide" (a final "e" is always dropped). Cheap and memoised."""
+    w = word
+    if w.endswith(("'s", "’s")):
+        w = w[:-2]
+    if len(w) <= 3:
+        return w[:-1] if len(w) == 3 and w[-1] == "e" else w  # "use" meets "used"
+    # plural / third person
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses") or w.endswith(("ches", "shes", "xes", "zes")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    # verb and adverb suffixes
+    if w.endswith("ied") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("eed"):
+        w = w[:-1]
+    elif w.endswith("ing") and len(w) > 5:
+        w = w[:-3]
+        if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lsz":
+            w = w[:-1]
+    elif w.endswith("ed") and len(w) > 3:
+        w = w[:-2]
+        if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lsz":
+            w = w[:-1]
+    elif w.endswith("ly") and len(w) > 5:
+        w = w[:-2]
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    return w
+
+
+def _clock(raw: str, suffix: str) -> str:
+    """A 12-hour time as a 24-hour one: ("5", "pm") → "17:00", ("12:30", "am") → "0:30"."""
+    hour, _, minute = raw.partition(":")
+    if not hour.isdigit() or (minute and not minute.isdigit()):
+        return raw
+    h = int(hour) % 12 + (12 if suffix.lower().startswith("p") else 0)
+    return f"{h}:{int(minute or 0):02d}"
+
+
+#: English words that are content words grammatically but say little about *what* a text asserts.
+GENERIC_WORDS = frozenset(
+    stem(w)
+    for w in _wordset(
+        """
+        provide include use make help offer allow base passage information important various several many
+        different mention state describe need well like good great new way also other overall however
+        additionally known call refer consider find give show mean type kind part number level area often
+        usually generally typically specific particular certain thing lot able
+        """
+    )
+)
+
+
+@lru_cache(maxsize=65536)
+def token_prior(tok: str) -> int:
+    """Prior informativeness of a token, in tenths: numbers count double, generic words little.
+
+    Integers on purpose: sums over *sets* of tokens then do not depend on the (hash-seeded) iteration order,
+    so a claim or chunk on the edge of a threshold gets the same verdict in every process.
+    """
+    if tok[0] == "#":
+        return 20
+    if tok in GENERIC_WORDS:
+        return 4
+    if tok.isascii():
+        return 10 if len(tok) > 3 else 7
+    return 10
+
+
+def _number_token(raw: str) -> str:
+    """One spelling per value: ``1,523`` → ``#1523``; ``4.0`` → ``#4``; times keep their colon."""
+    if "," in raw:  # "1,523" is one number; "3,4" in a list keeps the first (the caller splits lists)
+        raw = raw.replace(",", "") if _THOUSANDS_RE.match(raw) else raw.split(",", 1)[0]
+    if ":" in raw:
+        parts = raw.split(":")
+        if all(p.isdigit() for p in parts):
+            return "#" + ":".join([str(int(parts[0]))] + [p.zfill(2) for p in parts[1:]])
+        raw = parts[0]
+    if raw.count(".") == 1:
+        head, tail = raw.split(".")
+        tail = tail.rstrip("0")
+        head = head.lstrip("0") or "0"
+        return "#" + (head + "." + tail if tail else head)
+    if "." in raw:  # version number: keep verbatim
+        return "#" + raw
+    return "#" + (raw.lstrip("0") or "0")
+
+
+@lru_cache(maxsize=65536)
+def _word_tokens(word: str) -> tuple[str, ...]:
+    """Normalised tokens of one Latin word: camelCase split, stopwords dropped, months/numbers folded."""
+    parts = [word]
+    if not word.islower() and not word.isupper():
+        split = _CAMEL_RE.findall(word)
+        if all(len(p) >= 3 for p in split):  # "OutdoorSeating" splits, "WiFi" and "iPhone" stay whole
+            parts = split
+            if "Take" in parts and "Out" in parts:  # one word in prose ("takeout", "take-out")
+                i = parts.index("Take")
+                if parts[i + 1 : i + 2] == ["Out"]:
+                    parts[i : i + 2] = ["takeout"]
+    out = []
+    for part in parts:
+        low = part.lower().replace("’", "'")
+        if low in _STOPWORDS or len(low) == 1:
+            continue
+        if low in _NUMBER_WORDS:
+            out.append("#" + _NUMBER_WORDS[low])
+            continue
+        low = _MONTHS.get(low, low)
+        out.append(stem(low))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------- numbers
+
+_UNITS = {
+    "%": "%",
+    "percent": "%",
+    "per cent": "%",
+    "‰": "‰",
+    "km": "km",
+    "kilometers": "km",
+    "kilometres": "km",
+    "kilometer": "km",
+    "m": "m",
+    "meters": "m",
+    "metres": "m",
+    "meter": "m",
+    "cm": "cm",
+    "mm": "mm",
+    "kg": "kg",
+    "kilograms": "kg",
+    "g": "g",
+    "grams": "g",
+    "mg": "mg",
+    "lb": "lb",
+    "lbs": "lb",
+    "pounds": "lb",
+    "miles": "mile",
+    "mile": "mile",
+    "feet": "ft",
+    "ft": "ft",
+    "foot": "ft",
+    "inches": "in",
+    "inch": "in",
+    "hours": "hour",
+    "hour": "hour",
+    "hrs": "hour",
+    "minutes": "minute",
+    "minute": "minute",
+    "min": "minute",
+    "seconds": "second",
+    "second": "second",
+    "days": "day",
+    "day": "day",
+    "weeks": "week",
+    "week": "week",
+    "months": "month",
+    "month": "month",
+    "years": "year",
+    "year": "year",
+    "million": "million",
+    "billion": "billion",
+    "trillion": "trillion",
+    "thousand": "thousand",
+    "gb": "gb",
+    "mb": "mb",
+    "tb": "tb",
+    "ghz": "ghz",
+    "mhz": "mhz",
+    "℃": "°c",
+    "°c": "°c",
+    "°f": "°f",
+    "degrees": "degree",
+    "万": "万",
+    "亿": "亿",
+    "千": "千",
+    "公里": "km",
+    "千米": "km",
+    "米": "m",
+    "厘米": "cm",
+    "公斤": "kg",
+    "千克": "kg",
+    "克": "g",
+    "斤": "斤",
+    "吨": "吨",
+    "元": "元",
+    "美元": "usd",
+    "dollars": "usd",
+    "usd": "usd",
+    "$": "usd",
+    "欧元": "eur",
+    "euros": "eur",
+    "€": "eur",
+    "英镑": "gbp",
+    "£": "gbp",
+    "人民币": "cny",
+    "rmb": "cny",
+    "岁": "year_old",
+    "years old": "year_old",
+    "小时": "hour",
+    "分钟": "minute",
+    "秒": "second",
+    "天": "day",
+    "周": "week",
+    "个月": "month",
+    "年": "year",
+    "倍": "times",
+    "times": "times",
+    "stars": "star",
+    "star": "star",
+    "am": "time",
+    "pm": "time",
+    "a.m.": "time",
+    "p.m.": "time",
+}
+_UNIT_ALT = "|".join(sorted((re.escape(u) for u in _UNITS if u not in "$€£"), key=len, reverse=True))
+_SCALES = ("million", "billion", "trillion", "thousand")
+
+
+@dataclass(frozen=True, slots=True)
+class NumberMention:
+    """A number with the unit that qualifies it (``None`` when bare); ``value`` is its ``#`` token."""
+
+    value: str
+    unit: str | None
+
+
+# -------------------------------------------------------------------------------- negation and hedges
+# English cues are recognised word by word during the one tokenising pass (a set lookup per word is far
+# cheaper than a case-insensitive alternation regex over the whole text); Chinese cues use small regexes.
+
+_NEG_WORDS = _wordset(
+    "not no never none nobody nothing neither without cannot lack lacks lacking absent avoid avoids avoiding"
+)
+#: Strong hedges: the context says something is expected, planned or estimated, not that it happened.
+_STRONG_WORDS = _wordset(
+    "expected expects estimated estimates projected forecast anticipated predicted reportedly allegedly rumored "
+    "rumoured planned"
+)
+_STRONG_PAIRS = frozenset(
+    {("plans", "to"), ("plan", "to"), ("scheduled", "to"), ("scheduled", "for"), ("poised", "to")}
+)
+#: Modal hedges: possibility rather than fact ("may", 可能). Weaker: writers paraphrase "may" as "can".
+_MODAL_WORDS = _wordset("may might could possibly possible probably potentially perhaps likely unlikely")
+#: Approximators that soften the number after them: "about 30", "more than 5", "约30", "30左右".
+_APPROX_WORDS = _wordset("about around approximately roughly nearly almost some over under upwards")
+_APPROX_PAIRS = frozenset(
+    {
+        ("close", "to"),
+        ("more", "than"),
+        ("less", "than"),
+        ("fewer", "than"),
+        ("at", "least"),
+        ("at", "most"),
+        ("an", "estimated"),
+        ("up", "to"),
+    }
+)
+_APPROX_NOUNS = _wordset("a an one two three four five six seven eight nine ten half few dozen")
+
+_NEG_ZH_RE = re.compile(r"不|没有|没|未|非|无|勿|否")
+#: Frequent compounds in which the character does not negate ("不断", "非常", "无论", "未来" …).
+_NEG_ZH_FALSE = re.compile(
+    r"不仅|不断|不过|不少|不同|不久|不错|不论|不管|不得不|不但|无论|无数|无线|无人机|非常|非洲|未来"
+    r"|是否|否则|能否|可否|与否|差不多|不得|毫无疑问"
+)
+_STRONG_ZH_RE = re.compile(r"预计|或将|有望|预期|预测|估计|据称|据报道|拟于|拟将|计划于|计划将")
+_MODAL_ZH_RE = re.compile(r"可能|或许|也许|大概")
+_APPROX_ZH_RE = re.compile(r"(?:[约近逾超]|大约|多达|约为)\s?(\d[\d,.]*)|(\d[\d,.]*)[^\d，。,.]{0,3}左右")
+_HAS_CJK_RE = re.compile(f"[{CJK_CHARS}]")
+#: A negation governs its own clause: punctuation or a conjunction that starts another clause ends it.
+_SCOPE_END_RE = re.compile(
+    r"[,.;:!?，。；：！？()（）]|\b(?:but|while|whereas|because|although|though|which|so|yet)\b|但|却"
+)
+#: "as" ends a scope only after it governed a word: "not physically connected as they are discrete" (but
+#: "not as big as" keeps "big").
+_SCOPE_AS_RE = re.compile(r"\bas\b")
+
+_NONE, _NEG, _MODAL, _STRONG, _APPROX_NOUN = 0, 1, 2, 3, 4
+
+
+@lru_cache(maxsize=131072)
+def _word_info(word: str) -> tuple[tuple[str, ...], int, str]:
+    """Tokens of a raw word, its cue class and its lower-case form, memoised (words repeat a lot)."""
+    if "." in word:  # "U.S." is "US"
+        word = word.replace(".", "")
+    low = word.lower()
+    if low in _NEG_WORDS or low.endswith(("n't", "n’t")):
+        cue = _NEG
+    elif low in _MODAL_WORDS:
+        cue = _MODAL
+    elif low in _STRONG_WORDS:
+        cue = _STRONG
+    elif low in _APPROX_NOUNS:
+        cue = _APPROX_NOUN
+    else:
+        cue = _NONE
+    return _word_tokens(word), cue, low
+
+
+# --------------------------------------------------------------------------------------------- the scan
+
+#: One token per match: a number (optionally with a currency before and a unit after), a CJK run, a word.
+_SCAN_RE = re.compile(
+    r"([$€£])?[ ]?(\d+(?:[.,:]\d+)*)(?:[ \t-]?(?i:(" + _UNIT_ALT + r"))(?![A-Za-z]))?"
+    rf"|([{CJK_CHARS}]+)"
+    r"|([A-Za-z]+(?:['’][A-Za-z]+)*(?:\.(?<=\b[A-Za-z]\.)(?:[A-Za-z]\.)+)?)"  # a dotted acronym ("U.S.") is a word
+)
+#: Hyphenated spellings that are one word elsewhere ("Wi-Fi" = "WiFi", "e-mail" = "email").
+_HYPHEN_COMPOUND_RE = re.compile(r"\b(wi-fi|e-mail|on-line|web-site|take-out|check-in|check-out)\b", re.IGNORECASE)
+
+
+def _join_compound(m: re.Match[str]) -> str:
+    """Same length out as in, so offsets stay offsets into the original text."""
+    word = m.group().replace("-", "")
+    return word + " "
+
+
+def _word_before(text: str, pos: int) -> bool:
+    """Whether only spaces separate ``pos`` from the word before it."""
+    k = pos
+    while k > 0 and text[k - 1] == " ":
+        k -= 1
+    return k > 0 and text[k - 1].isalpha()
+
+
+def _blank(m: re.Match[str]) -> str:
+    return "\u3000" * len(m.group())
+
+
+@dataclass(slots=True)
+class Scan:
+    """What one pass over a text found: content tokens, numbers with units, negation and hedge cues.
+
+    ``positions`` (offsets of tokens) and ``negations`` (offsets of negators) are filled only when asked
+    for; the counts and flags always are.
+    """
+
+    tokens: list[str]
+    numbers: list[NumberMention]
+    negation_count: int
+    strong: bool
+    modal: bool
+    approx: bool
+    approx_numbers: set[str]
+    positions: list[int] | None = None
+    negations: list[int] | None = None
+    ranged: bool = False
+
+
+def scan(text: str, positions: bool = False) -> Scan:
+    """Tokens, numbers and cues of ``text`` in a single tokenising pass.
+
+    Tokens: English stems (stopwords dropped, camelCase split, months and small number words folded), CJK
+    character bigrams (a lone character stays a unigram; bigrams of two function characters are
+    dropped), one ``#`` token per number. A unit after a number is both recorded in its mention and
+    tokenised like any other word, so "3 km" still matches "3 kilometres" by value.
+    """
+    tokens: list[str] = []
+    append = tokens.append
+    extend = tokens.extend
+    mentions: list[NumberMention] = []
+    approx_numbers: set[str] = set()
+    pos_list: list[int] | None = [] if positions else None
+    neg_list: list[int] | None = [] if positions else None
+    negs = 0
+    strong = modal = approx = ranged = False
+    work = _HYPHEN_COMPOUND_RE.sub(_join_compound, text) if "-" in text else text
+    prev1 = prev2 = prev_num = ""
+    for m in _SCAN_RE.finditer(work):
+        cur, num, unit, cjk, word = m.groups()
+        before = len(tokens)
+        if word is not None:
+            toks, cue, low = _word_info(word)
+            if cue:
+                if cue == _NEG:
+                    if low != "no" or not work.startswith("-", m.end()):  # "no-fly list" negates nothing
+                        negs += 1
+                        if neg_list is not None:
+                            neg_list.append(m.start())
+                elif cue == _MODAL:
+                    modal = True
+                elif cue == _STRONG:
+                    strong = True
+                elif prev1 in _APPROX_WORDS:  # "about an hour", "around half"
+                    approx = True
+            elif low in ("to", "for") and (prev1, low) in _STRONG_PAIRS and prev2 != "you":  # not "if you plan to"
+                strong = True
+            extend(toks)
+            prev2, prev1 = prev1, low
+        elif num is not None:
+            start = m.start()
+            # an approximator right before the number ("about 30", not 'blog about "100 Days"')
+            approximated = (prev1 in _APPROX_WORDS or (prev2, prev1) in _APPROX_PAIRS) and _word_before(work, start)
+            approx = approx or approximated
+            # "6 to 8 minutes", "4-6": a range is itself imprecise (but "2022-01-18" is a date)
+            hyphen_range = prev1 == "#" and start > 1 and work[start - 1] in "-–" and work[start - 2].isdigit()
+            ranged = ranged or (hyphen_range and num[0] != "0" != prev_num[0]) or (prev1 == "to" and prev2 == "#")
+            prev_num = num
+            if ":" in num and "." in num.split(":", 1)[0]:
+                pieces = num.split(".", 1)  # "2012.12:01": a date run into a time
+            else:
+                pieces = num.split(",") if "," in num and not _THOUSANDS_RE.match(num) else (num,)
+            norm_unit = _UNITS.get(unit.lower()) if unit else None
+            if norm_unit == "time":  # "5:30 pm" is "17:30", as a 24-hour clock (or a JSON record) writes it
+                pieces = (*pieces[:-1], _clock(pieces[-1], unit))
+                norm_unit = unit = None
+            if norm_unit == "year" and unit == "年" and len(num) == 4:
+                norm_unit = None  # "2019年" is a date, not a duration
+            if cur:  # "$5 million" is "usd million": a currency never hides the scale word after it
+                norm_unit = _UNITS[cur] + (" " + norm_unit if norm_unit in _SCALES else "")
+            last = len(pieces) - 1
+            for i, piece in enumerate(pieces):
+                if piece:
+                    value = _number_token(piece)
+                    append(value)
+                    mentions.append(NumberMention(value, norm_unit if i == last else None))
+                    if approximated:
+                        approx_numbers.add(value)
+            if unit:
+                if unit[0].isascii():
+                    extend(_word_tokens(unit))
+                elif unit not in _CJK_FUNCTION:
+                    append(unit)
+            prev2, prev1 = prev1, "#"
+        else:
+            n = len(cjk)
+            start = m.start()
+            if n == 1:
+                if cjk not in _CJK_FUNCTION:
+                    append(cjk)
+                    if pos_list is not None:
+                        pos_list.append(start)
+            else:
+                for i in range(n - 1):
+                    a, b = cjk[i], cjk[i + 1]
+                    if a not in _CJK_FUNCTION or b not in _CJK_FUNCTION:
+                        append(a + b)
+                        if pos_list is not None:
+                            pos_list.append(start + i)  # each bigram at its own offset (negation scopes)
+            prev2, prev1 = prev1, ""
+            continue
+        if pos_list is not None:
+            pos_list.extend([m.start()] * (len(tokens) - before))
+    if _HAS_CJK_RE.search(text):
+        if neg_list is not None:
+            neg_list.extend(m.start() for m in _NEG_ZH_RE.finditer(_NEG_ZH_FALSE.sub(_blank, text)))
+            neg_list.sort()
+            negs = len(neg_list)
+        else:
+            negs += len(_NEG_ZH_RE.findall(_NEG_ZH_FALSE.sub(_blank, text)))
+        strong = strong or _STRONG_ZH_RE.search(text) is not None
+        modal = modal or _MODAL_ZH_RE.search(text) is not None
+        for m in _APPROX_ZH_RE.finditer(text):
+            approx = True
+            raw = (m.group(1) or m.group(2)).rstrip(".,")
+            approx_numbers.update(t for t in scan(raw).tokens if t[0] == "#")
+    return Scan(tokens, mentions, negs, strong, modal, approx, approx_numbers, pos_list, neg_list, ranged)
+
+
+def content_tokens(text: str) -> list[str]:
+    """Content tokens of ``text`` in order (see :func:`scan`); the order matters only for token bigrams."""
+    return scan(text).tokens
+
+
+def numbers(text: str) -> list[NumberMention]:
+    """Numbers with units, e.g. ``$5``, ``10.94‰``, ``3 km``, ``1523万``; the value is normalised."""
+    return scan(text).numbers
+
+
+def negation_count(text: str) -> int:
+    """How many negators ``text`` contains (English and Chinese)."""
+    return scan(text).negation_count
+
+
+def negation_scopes(text: str) -> list[set[str]]:
+    """For each negator, the content tokens it governs (up to four, within its clause) that ``text`` does not
+    also state un-negated.
+
+    Comparing parities of whole sentences misfires on "bake until dry but not toasted" against "bake until
+    dry": the negation there is about a word the claim never mentions. The judge only counts negators whose
+    scope shares a token with the other side. A word the text also says plainly is no negated fact either:
+    "amino acids can be made by the body, while others cannot be made by the body".
+    """
+    sc = scan(text, positions=True)
+    assert sc.positions is not None and sc.negations is not None
+    positions, tokens = sc.positions, sc.tokens
+    scopes = []
+    inside: set[int] = set()
+    for pos in sc.negations:
+        cut = _SCOPE_END_RE.search(text, pos, pos + 40)
+        stop = cut.start() if cut else pos + 40
+        after_as = _SCOPE_AS_RE.search(text, pos, stop)
+        i = bisect_right(positions, pos)
+        scope: set[str] = set()
+        while i < len(positions) and positions[i] < stop and len(scope) < 4:
+            if after_as and positions[i] > after_as.start() and scope:
+                break
+            scope.add(tokens[i])
+            inside.add(i)
+            i += 1
+        scopes.append(scope)
+    if not scopes:
+        return scopes
+    plain = {t for i, t in enumerate(tokens) if i not in inside}
+    return [scope - plain for scope in scopes]
+
+
+#: A negated copula also negates its subject: "WiFi is not available".
+_COPULA_NEG_RE = re.compile(
+    r"\b(?:is|are|was|were)(?: currently| also| still)? (?=not\b)|\b(?:isn|aren|wasn|weren)(?=['’]t\b)"
+)
+#: What ends the reach of a negation over a list: the sentence, or a contrast.
+_REACH_END_RE = re.compile(r"[.;!?。；！？]|\b(?:but|while|whereas|although|though|however|yet|instead)\b")
+
+
+def negation_reach(text: str) -> tuple[set[str], set[str]]:
+    """Tokens ``text`` negates, and tokens whose polarity it leaves unclear.
+
+    Negated: a negator's scope (:func:`negation_scopes`) and the subject of a negated copula ("WiFi is not
+    available"). Unclear: the rest of the sentence after a negator, up to a contrast ("no WiFi,
+    reservations or music" negates all three; "does not take reservations, offers outdoor seating" only
+    the first) — a checker should not decide on those.
+    """
+    sc = scan(text, positions=True)
+    assert sc.positions is not None and sc.negations is not None
+    if not sc.negations:
+        return set(), set()
+    positions, tokens = sc.positions, sc.tokens
+    negated: set[str] = set().union(*negation_scopes(text))
+    unclear: set[str] = set()
+    for pos in sc.negations:
+        end = _REACH_END_RE.search(text, pos)
+        stop = end.start() if end else len(text)
+        i = bisect_right(positions, pos)
+        while i < len(positions) and positions[i] < stop:
+            unclear.add(tokens[i])
+            i += 1
+        copulas = list(_COPULA_NEG_RE.finditer(text, max(0, pos - 30), pos + 8))
+        cop = copulas[-1] if copulas else None
+        if cop is not None and cop.end() >= pos - 1:
+            # the subject: a short clause before the copula is all subject ("valet and garage parking options
+            # are not available"), in a longer one only its last two words surely are; what comes before a
+            # comma may be a list the negation also covers ("street parking, lot parking and valet are not")
+            start = max(text.rfind(".", 0, cop.start()), text.rfind(";", 0, cop.start()))
+            comma = text.rfind(",", max(start, 0), cop.start())
+            before = [tokens[k] for k, p in enumerate(positions) if start < p < max(comma, start + 1)]
+            subject = [tokens[k] for k, p in enumerate(positions) if max(comma, start) < p < cop.start()]
+            unclear.update(before)
+            if len(subject) <= 4:
+                negated.update(subject)
+            else:
+                negated.update(subject[-2:])
+                unclear.update(subject[:-2])
+    return negated, unclear - negated
+
+
+def hedge_count(text: str) -> int:
+    """Kinds of hedge present in ``text`` (0..3): strong, modal, number approximator."""
+    sc = scan(text)
+    return int(sc.strong) + int(sc.modal) + int(sc.approx)
+
+
+def strong_hedge(text: str) -> bool:
+    """Whether ``text`` reports an expectation or estimate ("expected", "预计", "或将") rather than a fact."""
+    return scan(text).strong
+
+
+def modal_hedge(text: str) -> bool:
+    """Whether ``text`` states a possibility ("may", "could", "可能")."""
+    return scan(text).modal
+
+
+def approximated_numbers(text: str) -> set[str]:
+    """Number tokens that ``text`` softens with an approximator ("about 30" → ``#30``; "约1200万" → ``#1200``)."""
+    return scan(text).approx_numbers
+
+
+def number_hedged(text: str) -> bool:
+    """Whether ``text`` approximates a quantity ("about 30", "about an hour", "约30", "30左右")."""
+    return scan(text).approx
+
+
+_ENTITY_RE = re.compile(r"(?<![.!?。！？]\s)(?<!^)\b[A-Z][a-zA-Z]+\b|\b[A-Z]{2,}\b")
+
+
+#: Capitalised words that name a unit, not an entity ("58 degrees Fahrenheit").
+_NOT_ENTITIES = frozenset({"fahrenheit", "celsius", "kelvin"})
+
+
+def entity_tokens(text: str) -> set[str]:
+    """Normalised tokens of capitalised words that are not sentence-initial: a cheap named-entity proxy."""
+    out: set[str] = set()
+    for m in _ENTITY_RE.finditer(text):
+        out.update(_word_tokens(m.group()))
+    return out - _NOT_ENTITIES
+
+
+# ---------------------------------------------------------------------------------- context sentences
+
+_SENT_END_RE = re.compile(
+    r"(?=[。！？；!?.;\n\"}])(?:"  # cheap first-character filter: most positions fail here, 7x faster
+    r"[。！？；!?]+[”’\"'）)」』]*"  # CJK and bang/question terminators always end a sentence
+    r"|(?<![A-Z])(?<!\b[A-Za-z]\.[A-Za-z])[.;](?:\.\.)?[”’\"')]*(?=\s+[^a-z\s]|\s*$)"  # ". X" not after initials
+    r"|\n+"
+    r"|\",\s*\""  # JSON: each key-value pair of a flat object is its own "sentence"
+    r"|\},\s*\{"
+    r")"
+)
+
+
+def sentence_spans(text: str, min_chars: int = 3) -> list[tuple[int, int]]:
+    """Fast, approximate sentence boundaries for *context* text, as (start, end) offsets.
+
+    Context sentences are only alignment windows, so a missed abbreviation costs little; the careful
+    segmenter for answers is :func:`ragwatch.scoring.judges.claims.split_claims`.
+    """
+    spans = []
+    pos = 0
+    ends = [m.end() for m in _SENT_END_RE.finditer(text)]
+    if not ends or ends[-1] < len(text):
+        ends.append(len(text))
+    for end in ends:
+        piece = text[pos:end]
+        stripped = piece.strip()
+        if len(stripped) >= min_chars:
+            s = pos + len(piece) - len(piece.lstrip())
+            spans.append((s, s + len(stripped)))
+        pos = end
+    return spans
+
+
+@dataclass(slots=True)
+class TextAnalysis:
+    """A passage cut into sentences with, per sentence, its tokens and its negation/hedge cues."""
+
+    spans: list[tuple[int, int]]
+    tokens: list[list[str]]
+    negations: list[int]
+    strong: list[bool]
+    modal: list[bool]
+    approx: list[bool]
+    numbers: list[NumberMention]
+
+    def all_tokens(self) -> list[str]:
+        return [t for toks in self.tokens for t in toks]
+
+
+def analyse_text(text: str) -> TextAnalysis:
+    """Sentences of ``text`` (as :func:`sentence_spans`), each scanned once."""
+    spans = sentence_spans(text)
+    tokens: list[list[str]] = []
+    negs: list[int] = []
+    strong: list[bool] = []
+    modal: list[bool] = []
+    approx: list[bool] = []
+    mentions: list[NumberMention] = []
+    for s, e in spans:
+        sc = scan(text[s:e])
+        tokens.append(sc.tokens)
+        negs.append(sc.negation_count)
+        strong.append(sc.strong)
+        modal.append(sc.modal)
+        approx.append(sc.approx)
+        mentions.extend(sc.numbers)
+    return TextAnalysis(spans, tokens, negs, strong, modal, approx, mentions)
+
+
+# ------------------------------------------------------------------------------------ structured data
+
+_JSON_PAIR_RE = re.compile(r'"([A-Za-z][A-Za-z0-9_ ]{0,40})"\s*:\s*(true|false|null|"[^"\n]{0,40}"|[{\[\d-])')
+_KEY_SPLIT_RE = re.compile(r"[_\s]+")
+_NEGATIVE_VALUES = frozenset({"no", "none", "false", "n/a", "", "0"})
+#: A string value that reads as a setting ("free", "no", "u'beer_and_wine'"), not as a name or a date.
+_SETTING_VALUE_RE = re.compile(r"^(?:u?')?([a-z_/]{0,20})'?$")
+#: Key words that only say which record a key belongs to ("RestaurantsTakeOut" is about take-out).
+_KEY_PREFIXES = frozenset({"restaurant", "business"})
+
+
+def json_polarity(text: str) -> tuple[dict[tuple[str, ...], int], str]:
+    """Polarity of the keys of JSON objects in ``text``, and ``text`` with those keys blanked out.
+
+    Structured chunks (a product record, a business listing) state facts as ``"WiFi": "no"`` or
+    ``"OutdoorSeating": false``; an answer saying "offers WiFi" mentions the key and so *looks* supported to a
+    lexical judge. Each key is the tuple of its word tokens (less a record prefix such as "Restaurants"), so
+    a claim must name the whole key ("outdoor seating", not just "seating") to be checked against it.
+    Polarity: +1 (true or a setting such as "free"), -1 (false, "no", "none"), 0 (null: not known —
+    asserting either way is unsupported). Names, addresses, numbers, nested objects and lists give no
+    polarity. A key seen with different polarities is dropped, it cannot decide anything.
+    """
+    if '":' not in text and '" :' not in text:
+        return {}, text
+    polarity: dict[tuple[str, ...], int] = {}
+    mixed: set[tuple[str, ...]] = set()
+    pieces = []
+    pos = 0
+    for m in _JSON_PAIR_RE.finditer(text):
+        key, value = m.group(1), m.group(2)
+        pieces.append(text[pos : m.start(1)])
+        pieces.append(" " * len(key))
+        pos = m.end(1)
+        if value == "null":
+            pol = 0
+        elif value == "true":
+            pol = 1
+        elif value == "false":
+            pol = -1
+        elif value[0] == '"' and (setting := _SETTING_VALUE_RE.match(value.strip('"').strip())) is not None:
+            pol = -1 if setting.group(1) in _NEGATIVE_VALUES else 1
+        else:
+            continue
+        toks = tuple(t for part in _KEY_SPLIT_RE.split(key) for t in _word_tokens(part) if t not in _KEY_PREFIXES)
+        if not toks:
+            continue
+        if toks in polarity and polarity[toks] != pol:
+            mixed.add(toks)
+        polarity[toks] = pol
+    pieces.append(text[pos:])
+    for toks in mixed:
+        polarity.pop(toks, None)
+    return polarity, "".join(pieces)
