@@ -69,7 +69,8 @@ from prometheus_client import CollectorRegistry, Counter
 import ragwatch
 from ragwatch import RagWatch, Run, Settings, Usage
 from ragwatch.metrics.catalog import SAMPLES_DROPPED, SAMPLES_SENT, SAMPLING_DECISIONS, WorkerMetrics, families
-from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.contract import Queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.queue.keys import Keys
 from ragwatch.sampling.redact import Redactor
 from ragwatch.sampling.sample import Limits, Sample, build_sample, encode_sample

@@ -40,7 +40,7 @@ def _config(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     from ragwatch.metrics.catalog import WorkerMetrics, families
     from ragwatch.mode.sla import SLAEvaluator
-    from ragwatch.queue.contract import open_queue
+    from ragwatch.queue.factory import open_queue
     from ragwatch.sampling.sample import Limits
     from ragwatch.scoring.diagnosis import Thresholds
     from ragwatch.scoring.health import serve_worker_http, stall_seconds
@@ -133,7 +133,7 @@ def _shared_queue_url(settings: Any, command: str) -> str:
 
 
 def _health(args: argparse.Namespace) -> int:
-    from ragwatch.queue.contract import open_queue
+    from ragwatch.queue.factory import open_queue
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
     queue = open_queue(_shared_queue_url(settings, "health"), settings.service)
@@ -158,7 +158,7 @@ def _health(args: argparse.Namespace) -> int:
 
 def _degrade(args: argparse.Namespace) -> int:
     from ragwatch.mode.degrade import effective
-    from ragwatch.queue.contract import open_queue
+    from ragwatch.queue.factory import open_queue
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
     queue = open_queue(_shared_queue_url(settings, "degrade"), settings.service)
@@ -265,7 +265,7 @@ def _report(args: argparse.Namespace) -> int:
     elif args.url:
         source = EndpointSource(args.url)
     else:
-        from ragwatch.queue.contract import open_queue
+        from ragwatch.queue.factory import open_queue
 
         try:
             url = _shared_queue_url(settings, "report")

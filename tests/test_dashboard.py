@@ -24,7 +24,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ragwatch.mode.degrade import Policy
-from ragwatch.queue.contract import open_queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.report.dashboard import Dashboard
 from ragwatch.report.sources import QueueSource
 from ragwatch.scoring.health import serve_worker_http

@@ -24,7 +24,8 @@ import ragwatch
 from ragwatch.metrics.catalog import WorkerMetrics, families
 from ragwatch.mode.degrade import ModeState, Policy
 from ragwatch.mode.sla import SLAEvaluator
-from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.contract import Queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.sampling.sample import Sample
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker

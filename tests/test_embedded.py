@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 import ragwatch
-from ragwatch.queue.contract import open_queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.queue.memory import MemoryQueue
 from ragwatch.scoring.embedded import Budget, scores_in_process
 from ragwatch.scoring.judges.trivial import TrivialJudge

@@ -13,7 +13,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from ragwatch.queue.contract import open_queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.sampling.sample import Sample, decode_sample
 from ragwatch.scoring.evaluation_events import EVENT_NAME, EvaluationEvents
 from ragwatch.scoring.judges import TrivialJudge

@@ -32,7 +32,7 @@ from ragwatch.capture.probe import sign_probe
 from ragwatch.mode.degrade import ModeState, Policy, window_value
 from ragwatch.mode.sla import SLAEvaluator
 from ragwatch.mode.watcher import ModeWatcher
-from ragwatch.queue.contract import open_queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.sampling.sample import Sample
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from ragwatch.cli import build_parser
-from ragwatch.queue.contract import open_queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.sampling.sample import Sample, SampleChunk
 from tests.rag_app import RagApp
 from tests.servers import require_binary

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from ragwatch.errors import ConfigError, QueueError
-from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.contract import Queue
+from ragwatch.queue.factory import open_queue
 
 
 @pytest.fixture(params=["memory", "redis"])

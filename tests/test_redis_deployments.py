@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from ragwatch.errors import ConfigError, QueueError
-from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.contract import Queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.queue.keys import Keys
 from tests import test_queue_contract as contract
 from tests.servers import RedisCluster, SentinelSetup, TLSRedisServer, free_port, generate_ca

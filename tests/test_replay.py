@@ -20,7 +20,7 @@ from ragwatch.capture.asgi import PROBE_HEADER
 from ragwatch.cli import main
 from ragwatch.errors import ConfigError
 from ragwatch.metrics.catalog import METRIC_NAMES
-from ragwatch.queue.contract import open_queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.queue.memory import MemoryQueue
 from ragwatch.replay.prober import ProbeResult, ReplayOptions, extract, parse_duration, run, summarize
 from ragwatch.replay.source import GoldenSetError, Question, load_golden, similarity, tokens, traffic_questions

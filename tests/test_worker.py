@@ -22,7 +22,8 @@ from prometheus_client import CollectorRegistry
 
 import ragwatch
 from ragwatch.metrics.catalog import WorkerMetrics, families
-from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.contract import Queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.queue.keys import Keys
 from ragwatch.sampling.sample import Sample, decode_sample
 from ragwatch.scoring.judges import TrivialJudge
@@ -209,7 +210,7 @@ SLOW_WORKER = textwrap.dedent(
     """
     import sys, time
     from ragwatch.scoring.judges.trivial import TrivialJudge
-    from ragwatch.queue.contract import open_queue
+    from ragwatch.queue.factory import open_queue
     from ragwatch.scoring.worker import Worker
 
     class Slow(TrivialJudge):

@@ -27,7 +27,7 @@ from ragwatch.capture.run import Run
 from ragwatch.errors import QueueError
 from ragwatch.guard import Guard
 from ragwatch.metrics.catalog import ProducerMetrics, WorkerMetrics, families
-from ragwatch.queue.contract import open_queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.queue.keys import Keys
 from ragwatch.queue.producer import Producer
 from ragwatch.queue.redis import RedisQueue

@@ -48,7 +48,8 @@ from ragwatch.metrics.catalog import (
 )
 from ragwatch.mode.degrade import ModeState
 from ragwatch.mode.watcher import ModeWatcher
-from ragwatch.queue.contract import Queue, open_queue
+from ragwatch.queue.contract import Queue
+from ragwatch.queue.factory import open_queue
 from ragwatch.queue.producer import Producer
 from ragwatch.sampling.redact import Redactor
 from ragwatch.sampling.sample import Limits, build_record, encode_record

@@ -128,7 +128,7 @@ def run_demo(
     from ragwatch.demo.traffic import Display, Phase, QuestionStream, send_phase
     from ragwatch.metrics.catalog import WorkerMetrics, families
     from ragwatch.mode.sla import SLAEvaluator
-    from ragwatch.queue.contract import open_queue
+    from ragwatch.queue.factory import open_queue
     from ragwatch.report.build import build_report, default_thresholds
     from ragwatch.scoring.diagnosis import Thresholds
     from ragwatch.scoring.judges.offline import OfflineJudge

@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragwatch.errors import ConfigError, QueueFullError
+from ragwatch.errors import QueueFullError
 from ragwatch.mode.degrade import ModeState
 
-__all__ = ["DEFAULT_QUEUE_URL", "Applied", "Entry", "ModeListener", "Queue", "QueueStats", "open_queue"]
+__all__ = ["DEFAULT_QUEUE_URL", "Applied", "Entry", "ModeListener", "Queue", "QueueStats"]
 
 DEFAULT_QUEUE_URL = "memory://"
 
@@ -189,21 +189,3 @@ class ModeListener(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional
         """Stop listening."""
-
-
-def open_queue(url: str | None, service: str, **options: Any) -> Queue:
-    """The queue backend for ``url`` (``None`` → the memory backend)."""
-    url = url or DEFAULT_QUEUE_URL
-    scheme = url.split(":", 1)[0].lower()
-    if scheme == "memory":
-        from ragwatch.queue.memory import MemoryQueue
-
-        return MemoryQueue.named(url, service, **options)
-    if scheme in ("redis", "rediss", "unix", "redis+sentinel", "redis+cluster"):
-        from ragwatch.queue.redis import RedisQueue
-
-        return RedisQueue(url, service, **options)
-    raise ConfigError(
-        f"queue URL scheme {scheme!r} is not supported; use memory://, redis://, rediss://, unix://, "
-        "redis+sentinel:// or redis+cluster://"
-    )

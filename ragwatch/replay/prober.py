@@ -634,7 +634,7 @@ def load_questions(options: ReplayOptions) -> list[Question]:
     """Golden questions first, then recent traffic questions not already in the golden set."""
     questions: list[Question] = load_golden(options.golden) if options.golden else []
     if options.traffic > 0:
-        from ragwatch.queue.contract import open_queue
+        from ragwatch.queue.factory import open_queue
 
         queue = open_queue(options.redis_url, options.service)
         try:
