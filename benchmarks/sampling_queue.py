@@ -6,7 +6,7 @@ plus a verdict line per target:
 
 1. **Enqueue cost on the request thread** (target p50 ≤ 3 µs). What ``RagWatch._setup_sampling``'s
    listener does for a *sampled* request, capture excluded: ``sampler.decide`` + the decision counter +
-   ``producer.offer``. The listener is taken from a real ``RagWatch`` (``rw._listeners[0]``) configured with
+   ``producer.offer``. The listener is taken from a real ``RagWatch`` (``rw.listeners[0]``) configured with
    ``sample_rate=1``, no effective ceiling and a buffer big enough never to drop, and is called on
    pre-built finished runs while its flusher writes to Redis in the background. Each call is timed on its
    own with ``time.perf_counter_ns``. In-run floors, interleaved with it in batches: a bare
@@ -333,9 +333,9 @@ def _enqueue_cost(
     server: RedisServer, rw: RagWatch, registry: CollectorRegistry, calls: int, batch: int, warmup: int
 ) -> dict[str, Any]:
     service = rw.service
-    listener = rw._listeners[0]
+    listener = rw.listeners[0]
     if getattr(listener, "__qualname__", "") != "RagWatch._setup_sampling.<locals>.sample":
-        raise SystemExit(f"rw._listeners[0] is {listener!r}, not the sampling listener: update this benchmark")
+        raise SystemExit(f"rw.listeners[0] is {listener!r}, not the sampling listener: update this benchmark")
     progress(f"[enqueue] building {calls + warmup:,} runs")
     runs = make_runs(calls + warmup, service, seed=1)
     clock = time.perf_counter_ns

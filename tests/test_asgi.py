@@ -193,7 +193,7 @@ def test_middleware_fails_open_when_ragwatch_breaks(registry: CollectorRegistry,
         def start_span(self, *a: Any, **k: Any) -> Any:
             raise RuntimeError("tracer down")
 
-    rw._tracer = Exploding()  # type: ignore[assignment]
+    rw.tracer = Exploding()  # type: ignore[assignment]
 
     async def ask(request: Request) -> PlainTextResponse:
         return PlainTextResponse("still serving")

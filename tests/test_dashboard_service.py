@@ -174,7 +174,7 @@ def test_a_broken_source_answers_503_and_the_service_goes_on() -> None:
         def broken(count: int) -> list[bytes]:
             raise RuntimeError("a bug in the store")
 
-        rw._queue.recent_scores = broken  # type: ignore[union-attr,method-assign]
+        rw.queue.recent_scores = broken  # type: ignore[union-attr,method-assign]
         assert httpx.get(f"{base}/dashboard").status_code == 200  # the page itself needs no store
         for path in ("/dashboard.json", "/dashboard.jsonl"):
             response = httpx.get(base + path)

@@ -231,7 +231,7 @@ SERVICE = textwrap.dedent(
         return "answer"
 
     answer("warm up")
-    rw._mode.refresh()  # one deliberate read from this thread proves the counter sees Redis commands
+    rw.mode_watcher.refresh()  # one deliberate read from this thread proves the counter sees Redis commands
     probe, calls["request_thread"] = calls["request_thread"], 0
     print(json.dumps({"ready": True, "probe_calls": probe}), flush=True)
     seen, served, deadline = False, 0, time.time() + 60

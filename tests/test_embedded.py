@@ -110,7 +110,7 @@ def test_scoring_setting_decides_who_scores() -> None:
     with pytest.raises(ragwatch.ConfigError, match="scoring"):
         load_settings(None, scoring="sometimes")
     rw = ragwatch.RagWatch("emb-off", registry=None, redis_url=memory_url(), scoring="off")
-    assert rw._scorer is None
+    assert rw.scorer is None
 
 
 def test_env_name_of_the_scoring_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,7 +169,7 @@ def test_degraded_is_right_from_construction_on_redis(redis_url: str) -> None:
     try:
         assert rw.degraded is True
         assert rw.mode.degraded is True
-        assert rw._scorer is None  # auto on Redis: workers score
+        assert rw.scorer is None  # auto on Redis: workers score
     finally:
         rw.close(1)
 
@@ -266,7 +266,7 @@ def test_service_memory_is_bounded_whether_or_not_anything_scores(registry: Coll
             for i in range(6_000):
                 answer(f"q{i}")
             assert rw.flush(20)
-            queue = rw._queue
+            queue = rw.queue
             assert isinstance(queue, MemoryQueue)
             if scoring == "auto":
                 wait_for(lambda q=queue: q.stats().lag == 0)
@@ -289,7 +289,7 @@ from prometheus_client import CollectorRegistry
 logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
 registry = CollectorRegistry()
 rw, answer = watched(registry)
-assert rw._scorer._thread is None  # the master serves nothing: no scorer thread before the fork
+assert rw.scorer._thread is None  # the master serves nothing: no scorer thread before the fork
 pid = os.fork()
 if pid == 0:
     for i in range(5):

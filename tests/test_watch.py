@@ -70,7 +70,7 @@ def test_sync_pipeline_spans_metrics_and_run(
 
     assert answer("How much for hotels?") == "Hotels are capped at 600 CNY per night."
 
-    if rw._tracer is None:
+    if rw.tracer is None:
         assert spans.all() == []
         trace_id = None
     else:
@@ -144,7 +144,7 @@ async def test_async_pipeline(any_rw: ragwatch.RagWatch, registry: CollectorRegi
     # concurrent tasks keep their own runs: every run saw exactly its own question
     assert sorted(r.question for r in runs) == [f"q{i}" for i in range(5)]
     roots = [s for s in spans.all() if s.name == "rag svc"]
-    assert len({s.context.trace_id for s in roots}) == (0 if rw._tracer is None else 5)
+    assert len({s.context.trace_id for s in roots}) == (0 if rw.tracer is None else 5)
     # plain text carries no usage: tokens are estimated and marked so
     est = sample(
         registry,
@@ -261,7 +261,7 @@ def test_returned_stream_object_is_proxied_and_finishes_on_exhaustion(
         registry, "ragwatch_tokens_total", service="svc", model="gpt-4o-mini", kind="output", source="reported"
     )
     assert reported == 2
-    if rw._tracer is None:
+    if rw.tracer is None:
         assert spans.all() == []
     else:
         assert spans.named("chat gpt-4o-mini").attributes["gen_ai.usage.output_tokens"] == 2
@@ -379,7 +379,7 @@ async def test_host_exception_passes_through_unchanged(
     assert info.value is error
     assert info.value.__context__ is None  # our bookkeeping left no trace on the host's exception
     assert stage_count(registry, "generate", "error") == 1
-    if any_rw._tracer is None:
+    if any_rw.tracer is None:
         assert spans.all() == []
     else:
         span = spans.named("chat m")
@@ -435,11 +435,11 @@ async def test_internal_failures_never_reach_the_host(
 ) -> None:
     rw = any_rw
     if breakage == "tracer":
-        rw._tracer = BrokenTracer()  # type: ignore[assignment]
+        rw.tracer = BrokenTracer()  # type: ignore[assignment]
     elif breakage == "pricing":
-        rw._pricing = BrokenPricing()  # type: ignore[assignment]
+        rw.pricing = BrokenPricing()  # type: ignore[assignment]
     else:
-        rw._stage_children = {key: BrokenHistogram() for key in rw._stage_children}
+        rw.stage_children = {key: BrokenHistogram() for key in rw.stage_children}
 
     fn = _ok_kinds(rw)[kind]
     with caplog.at_level(logging.WARNING, logger="ragwatch"):
@@ -463,7 +463,7 @@ class BrokenModeWatcher:
 
 
 def test_capture_that_cannot_start_still_runs_the_host(any_rw: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
-    any_rw._mode = BrokenModeWatcher()  # type: ignore[assignment]
+    any_rw.mode_watcher = BrokenModeWatcher()  # type: ignore[assignment]
     answer = make_sync(any_rw)
     assert answer("q") == "Hotels are capped at 600 CNY per night."
     assert sample(registry, "ragwatch_internal_errors_total", component="capture") == 2  # pipeline, retriever
@@ -486,7 +486,7 @@ def test_internal_error_logging_is_rate_limited(
     any_rw: ragwatch.RagWatch, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
     rw = any_rw
-    rw._pricing = BrokenPricing()  # type: ignore[assignment]
+    rw.pricing = BrokenPricing()  # type: ignore[assignment]
 
     @rw.llm(model="m")
     def call() -> dict[str, Any]:

@@ -31,7 +31,7 @@ from ragwatch.capture.stages import PipelineCall
 from ragwatch.metrics.exposition import MetricsApp
 
 if TYPE_CHECKING:
-    from ragwatch.capture.watch import RagWatch
+    from ragwatch.capture.host import CaptureHost
     from ragwatch.report.dashboard import Dashboard
 
 __all__ = ["PROBE_HEADER", "RagwatchMiddleware"]
@@ -54,16 +54,16 @@ def _with_slash(scope: Scope) -> Scope:
     return scope
 
 
-def _own_dashboard(watch: RagWatch) -> Dashboard | None:
+def _own_dashboard(watch: CaptureHost) -> Dashboard | None:
     """The live page over this process's own scores, or None when it does not score them in process."""
     settings = watch.settings
-    if watch._scorer is None or watch._queue is None or not settings.dashboard:
+    if watch.scorer is None or watch.queue is None or not settings.dashboard:
         return None
     from ragwatch.report.build import default_thresholds
     from ragwatch.report.dashboard import Dashboard
     from ragwatch.report.sources import QueueSource
 
-    return Dashboard(QueueSource(watch._queue), default_thresholds(settings), settings.sla_policy())
+    return Dashboard(QueueSource(watch.queue), default_thresholds(settings), settings.sla_policy())
 
 
 class HTTPServerError(Exception):
@@ -81,7 +81,7 @@ class RagwatchMiddleware:
         self,
         app: Callable[[Scope, Receive, Send], Awaitable[None]],
         *,
-        watch: RagWatch,
+        watch: CaptureHost,
         include: Iterable[str] | None = None,
         exclude: Iterable[str] = _DEFAULT_EXCLUDE,
         probe_header: str = PROBE_HEADER,
@@ -103,7 +103,7 @@ class RagwatchMiddleware:
         key = settings.sample_secret.get_secret_value().encode() if settings.sample_secret is not None else b""
         # Replicas sharing sample_secret give one client the same id; otherwise ids are per process.
         self._client_key = hashlib.sha256(b"ragwatch-client\0" + (key or os.urandom(32))).digest()
-        metrics = watch._metrics
+        metrics = watch.metrics
         self._m_probe = (
             {o: metrics.probe_headers.labels(watch.service, o) for o in ("accepted", "ignored")} if metrics else {}
         )
@@ -187,7 +187,7 @@ class RagwatchMiddleware:
                     if isinstance(mounted, MetricsApp):
                         return True
         except Exception as exc:  # an unusual router: leave the request as it is
-            self.watch._guard.failed("asgi", exc)
+            self.watch.guard.failed("asgi", exc)
         return False
 
     def _degraded_headers(self) -> list[tuple[bytes, bytes]]:
@@ -208,7 +208,7 @@ class RagwatchMiddleware:
             call.activate()
             return call
         except Exception as exc:
-            self.watch._guard.failed("asgi", exc)
+            self.watch.guard.failed("asgi", exc)
             return None
 
     def _is_probe(self, scope: Scope, value: bytes) -> bool:

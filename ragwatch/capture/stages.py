@@ -38,7 +38,7 @@ from ragwatch.capture.run import _RUN, Run
 from ragwatch.labels import MAX_LABEL_CHARS, safe_label
 
 if TYPE_CHECKING:
-    from ragwatch.capture.watch import RagWatch
+    from ragwatch.capture.host import CaptureHost
 
 __all__ = [
     "Call",
@@ -104,12 +104,12 @@ def is_stream(value: Any) -> bool:
     return found
 
 
-def _exception_attributes(rw: RagWatch, exc: BaseException) -> dict[str, str]:
+def _exception_attributes(rw: CaptureHost, exc: BaseException) -> dict[str, str]:
     """The message and stack trace the span's exception event carries, redacted and capped: the host's
     exception message may quote user input ("no account for zhang@example.com"). Only on the error path."""
     import traceback
 
-    redact = rw._redactor
+    redact = rw.redactor
     stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return {
         "exception.message": redact(str(exc)[: _MAX_EXC_CHARS + 1024])[:_MAX_EXC_CHARS],
@@ -126,10 +126,10 @@ def _outcome(exc: BaseException | None) -> str:
     return "cancelled" if isinstance(exc, _CANCELLED) else "error"
 
 
-def _observe(rw: RagWatch, run: Run | None, stage: str, elapsed: float, exc: BaseException | None) -> str:
+def _observe(rw: CaptureHost, run: Run | None, stage: str, elapsed: float, exc: BaseException | None) -> str:
     """A stage's latency into its histogram and the run's durations; returns the outcome."""
     outcome = "ok" if exc is None else _outcome(exc)
-    children = rw._stage_children
+    children = rw.stage_children
     if children:
         children[(stage, outcome)].observe(elapsed)
     if run is not None:
@@ -142,7 +142,7 @@ def _observe(rw: RagWatch, run: Run | None, stage: str, elapsed: float, exc: Bas
 
 
 def record_retrieval(
-    rw: RagWatch, run: Run | None, elapsed: float, result: Any, exc: BaseException | None
+    rw: CaptureHost, run: Run | None, elapsed: float, result: Any, exc: BaseException | None
 ) -> int | None:
     """A finished retriever call; returns how many chunks came back (None: nothing countable)."""
     _observe(rw, run, "retrieve", elapsed, exc)
@@ -152,15 +152,15 @@ def record_retrieval(
         count = len(result)
     except TypeError:
         return None  # an iterator we must not consume; nothing to count
-    if rw._chunks_child is not None:
-        rw._chunks_child.observe(count)
+    if rw.chunks_child is not None:
+        rw.chunks_child.observe(count)
     if run is not None:
         run.retrieved = result
     return count
 
 
 def record_generation(
-    rw: RagWatch,
+    rw: CaptureHost,
     run: Run | None,
     elapsed: float,
     result: Any,
@@ -185,25 +185,25 @@ def record_generation(
         try:
             text, usage, answered = read_response(result)
         except Exception as err:
-            rw._guard.failed("response", err)
+            rw.guard.failed("response", err)
     model = answered or model or "unknown"
     if type(model) is not str or len(model) > MAX_LABEL_CHARS or not model.isprintable():
         model = safe_label(model)  # it comes from the response: a label, never a 100 KB string
     if usage is None and text is not None:
         usage = Usage(_estimate_prompt(prompt), estimate_tokens(text), 0, True)
     try:
-        children = rw._models[model]
+        children = rw.models[model]
     except KeyError:
-        children = rw._model_children(model)
+        children = rw.model_children(model)
     cost = None
     if usage is not None:
         try:
-            cost = rw._pricing.cost(model, usage)
+            cost = rw.pricing.cost(model, usage)
         except Exception as err:  # a broken pricing entry: counted, the call goes on without cost
-            rw._guard.failed("pricing", err)
+            rw.guard.failed("pricing", err)
         else:
             if cost is None:
-                rw._unpriced(model, children)
+                rw.count_unpriced(model, children)
     if children is not None:
         if ttft is not None:
             children.ttft.observe(ttft)
@@ -224,18 +224,18 @@ def record_generation(
     return model, usage, cost
 
 
-def record_request(rw: RagWatch, run: Run, elapsed: float, result: Any, exc: BaseException | None) -> None:
+def record_request(rw: CaptureHost, run: Run, elapsed: float, result: Any, exc: BaseException | None) -> None:
     """Close a run and hand it to the listeners (the sampler); each listener's errors are contained."""
     run.outcome = _observe(rw, run, "request", elapsed, exc)
     if exc is not None:
         run.error = type(exc).__qualname__
     elif run.answer is None and isinstance(result, str):
         run.answer = result
-    if rw._listeners:
-        rw._run_ended(run)
+    if rw.listeners:
+        rw.run_ended(run)
 
 
-def open_run(rw: RagWatch, question: str | None, route: str | None) -> Run | None:
+def open_run(rw: CaptureHost, question: str | None, route: str | None) -> Run | None:
     """A new run for a request, or None inside one already running (a middleware run or an outer
     pipeline), which the inner one joins: it may fill in the question, and records nothing itself."""
     current = _RUN.get()
@@ -244,10 +244,10 @@ def open_run(rw: RagWatch, question: str | None, route: str | None) -> Run | Non
             current.question = question
         return None
     run = Run(rw.service, question, route)
-    mode = rw._mode
+    mode = rw.mode_watcher
     if mode is not None and mode._thread is None:
         mode.start()
-    scorer = rw._scorer
+    scorer = rw.scorer
     if scorer is not None and scorer._thread is None:
         scorer.start()
     return run
@@ -269,7 +269,7 @@ class Call:
             try:
                 self._ctx_token = otel_context.attach(trace.set_span_in_context(self.span))
             except Exception as exc:
-                self.rw._guard.failed("tracing", exc)
+                self.rw.guard.failed("tracing", exc)
 
     def deactivate(self) -> None:
         token, self._ctx_token = self._ctx_token, None
@@ -277,7 +277,7 @@ class Call:
             try:
                 otel_context.detach(token)
             except Exception as exc:
-                self.rw._guard.failed("tracing", exc)
+                self.rw.guard.failed("tracing", exc)
 
     # -- results ------------------------------------------------------------------------------------
     def done(self, result: Any) -> Any:
@@ -292,7 +292,7 @@ class Call:
 
                 return proxy_stream(result, self)
             except Exception as exc:
-                self.rw._guard.failed("stream", exc)
+                self.rw.guard.failed("stream", exc)
         self.finish(result, None)
         return result
 
@@ -310,7 +310,7 @@ class Call:
         try:
             self._record(_perf() - self.start, result, exc)
         except Exception as err:
-            self.rw._guard.failed("capture", err)
+            self.rw.guard.failed("capture", err)
         span = self.span
         if span is not None:
             try:
@@ -321,7 +321,7 @@ class Call:
                         span.record_exception(exc, attributes=_exception_attributes(self.rw, exc))
                 span.end()
             except Exception as err:
-                self.rw._guard.failed("tracing", err)
+                self.rw.guard.failed("tracing", err)
 
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         """Record the finished call through its stage's ``record_*`` function, and describe the span."""
@@ -334,7 +334,7 @@ class PipelineCall(Call):
 
     def __init__(
         self,
-        rw: RagWatch,
+        rw: CaptureHost,
         question: str | None = None,
         route: str | None = None,
         name: str | None = None,
@@ -361,7 +361,7 @@ class PipelineCall(Call):
         self.run = run
         self._ended = False
         self.active = True
-        tracer = rw._tracer
+        tracer = rw.tracer
         if tracer is not None:
             self.span = span = tracer.start_span(
                 name or f"rag {rw.service}",
@@ -389,7 +389,7 @@ class PipelineCall(Call):
                 try:
                     _RUN.reset(token)  # type: ignore[arg-type]
                 except Exception as exc:
-                    self.rw._guard.failed("capture", exc)
+                    self.rw.guard.failed("capture", exc)
 
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         if self.run is not None:
@@ -401,13 +401,13 @@ class RetrieveCall(Call):
 
     __slots__ = ("_items",)
 
-    def __init__(self, rw: RagWatch, top_k: int | None = None, name: str = "retrieval") -> None:
+    def __init__(self, rw: CaptureHost, top_k: int | None = None, name: str = "retrieval") -> None:
         self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
         self.run = _RUN.get()
         self.span = self._ctx_token = None
         self._ended = self.active = False
         self._items: list[Any] | None = None
-        tracer = rw._tracer
+        tracer = rw.tracer
         if tracer is not None:
             attributes: dict[str, Any] = {sc.OPERATION: sc.OP_RETRIEVAL}
             if top_k is not None:
@@ -430,14 +430,14 @@ class RetrieveCall(Call):
             try:
                 self._describe(span, normalize_chunks(result), count)
             except Exception as err:
-                self.rw._guard.failed("chunks", err)
+                self.rw.guard.failed("chunks", err)
 
     def _describe(self, span: Any, chunks: list[Chunk], count: int) -> None:
         limit = self.rw.settings.max_span_chunks
         shown = chunks[:limit]
         # Ids can carry personal data (a user's e-mail as a document id): redacted like the text, through the
         # memoised redactor since the same chunks come back request after request.
-        redact = self.rw._redact_cached
+        redact = self.rw.redact_cached
         ids = [redact(c.id) for c in shown]
         span.set_attribute(sc.RETRIEVAL_COUNT, count)
         span.set_attribute(sc.RETRIEVAL_IDS, ids)
@@ -456,7 +456,7 @@ class DegradedRetrieveCall(RetrieveCall):
     __slots__ = ()
 
     def done(self, result: Any) -> Any:
-        result = self.rw._degraded_result(self.run.question if self.run else None, result)
+        result = self.rw.degraded_result(self.run.question if self.run else None, result)
         return Call.done(self, result)
 
 
@@ -467,7 +467,7 @@ class GenerateCall(Call):
 
     def __init__(
         self,
-        rw: RagWatch,
+        rw: CaptureHost,
         model: str | None,
         provider: str | None = None,
         args: tuple | None = None,
@@ -486,7 +486,7 @@ class GenerateCall(Call):
         self._prompt = (args, kwargs) if args is not None else None
         self._acc: StreamAccumulator | None = None
         self.ttft: float | None = None
-        tracer = rw._tracer
+        tracer = rw.tracer
         if tracer is not None:
             attributes: dict[str, Any] = {sc.OPERATION: sc.OP_CHAT}
             if model:
@@ -506,7 +506,7 @@ class GenerateCall(Call):
         try:
             carried_text = acc.feed(item)
         except Exception as exc:
-            self.rw._guard.failed("response", exc)
+            self.rw.guard.failed("response", exc)
             return
         if carried_text and self.ttft is None:
             self.ttft = _perf() - self.start
@@ -543,7 +543,7 @@ class _Degraded:
         self.run = run
 
 
-def _lower_top_k(rw: RagWatch, kwargs: dict) -> None:
+def _lower_top_k(rw: CaptureHost, kwargs: dict) -> None:
     """In degraded mode, lower the retriever's ``top_k``/``k`` argument (the call receives this dict)."""
     top_k = rw.settings.degraded_top_k
     if top_k is not None:
@@ -565,7 +565,7 @@ class Stage:
 
     __slots__ = ("rw",)
 
-    def __init__(self, rw: RagWatch) -> None:
+    def __init__(self, rw: CaptureHost) -> None:
         self.rw = rw
 
     def begin(self, args: tuple, kwargs: dict) -> Any:
@@ -574,7 +574,7 @@ class Stage:
     def done(self, state: Any, start: float, result: Any, args: tuple, kwargs: dict) -> Any:
         if type(state) is _Degraded:  # a retrieval begun in degraded mode; checked here, not in an override of
             # RetrieveStage.done, to save every retrieval a Python call
-            result = self.rw._degraded_result(state.run.question if state.run else None, result)
+            result = self.rw.degraded_result(state.run.question if state.run else None, result)
         elapsed = _perf() - start
         try:  # is_stream() inlined, as in Call.done
             found = _STREAM_TYPES[type(result)]
@@ -585,14 +585,14 @@ class Stage:
                 return self._follow(state, start, result, args, kwargs)
             self._record(state, elapsed, result, None, args, kwargs)
         except Exception as err:
-            self.rw._guard.failed("capture", err)
+            self.rw.guard.failed("capture", err)
         return result
 
     def fail(self, state: Any, start: float, exc: BaseException, args: tuple, kwargs: dict) -> None:
         try:
             self._record(state, _perf() - start, None, exc, args, kwargs)
         except Exception as err:
-            self.rw._guard.failed("capture", err)
+            self.rw.guard.failed("capture", err)
 
     def _record(
         self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict
@@ -640,7 +640,7 @@ class CallStage(Stage):
 class RetrieveStage(Stage):
     __slots__ = ("name",)
 
-    def __init__(self, rw: RagWatch, name: str) -> None:
+    def __init__(self, rw: CaptureHost, name: str) -> None:
         self.rw = rw
         self.name = name
 
@@ -649,7 +649,7 @@ class RetrieveStage(Stage):
         run = _RUN.get()
         if run is not None and run.question is None:
             run.question = question_of(args, kwargs)
-        mode = self.rw._mode
+        mode = self.rw.mode_watcher
         if mode is not None and mode.degraded:
             _lower_top_k(self.rw, kwargs)
             return _Degraded(run)
@@ -667,7 +667,7 @@ class RetrieveStage(Stage):
 class GenerateStage(Stage):
     __slots__ = ("model", "provider")
 
-    def __init__(self, rw: RagWatch, model: str | None, provider: str | None) -> None:
+    def __init__(self, rw: CaptureHost, model: str | None, provider: str | None) -> None:
         self.rw = rw
         self.model = model
         self.provider = provider
@@ -687,7 +687,7 @@ class PipelineStage(Stage):
 
     __slots__ = ("name",)
 
-    def __init__(self, rw: RagWatch, name: str | None) -> None:
+    def __init__(self, rw: CaptureHost, name: str | None) -> None:
         self.rw = rw
         self.name = name
 
@@ -713,7 +713,7 @@ class PipelineStage(Stage):
         try:
             _RUN.reset(state[1])
         except Exception as exc:
-            self.rw._guard.failed("capture", exc)
+            self.rw.guard.failed("capture", exc)
 
     def _record(
         self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict

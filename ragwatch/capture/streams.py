@@ -16,15 +16,26 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from types import AsyncGeneratorType, GeneratorType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ragwatch.capture.stages import Call
-
-__all__ = ["AsyncStream", "SyncStream", "proxy_stream"]
+__all__ = ["AsyncStream", "StreamObserver", "SyncStream", "proxy_stream"]
 
 
-def proxy_stream(stream: Any, call: Call) -> Any:
+class StreamObserver(Protocol):
+    """What a stream proxy needs from the call it reports to (a :class:`~ragwatch.capture.stages.Call`)."""
+
+    active: bool
+
+    def on_item(self, item: Any) -> None: ...
+
+    def finish(self, result: Any, exc: BaseException | None) -> Any: ...
+
+    def activate(self) -> None: ...
+
+    def deactivate(self) -> None: ...
+
+
+def proxy_stream(stream: Any, call: StreamObserver) -> Any:
     """Wrap ``stream`` (sync or async iterator, or an SDK stream manager) so ``call`` sees its items and end.
 
     An SDK stream object (``openai.Stream``, ``anthropic.AsyncStream``, a ``…StreamManager``) is observed in
@@ -49,7 +60,7 @@ _PROXY_ONLY: set[type] = {GeneratorType, AsyncGeneratorType}
 _OBSERVED: dict[type, type | None] = {}
 
 
-def _observe_in_place(stream: Any, call: Call) -> Any:
+def _observe_in_place(stream: Any, call: StreamObserver) -> Any:
     """Give ``stream`` an observing subclass of its own class; None when that is not possible."""
     cls = type(stream)
     try:
@@ -81,10 +92,10 @@ class _Calls:
     __slots__ = ("calls",)
     active = False  # a proxy around an entered stream must not switch contexts for these calls
 
-    def __init__(self, call: Call | _Calls) -> None:
+    def __init__(self, call: StreamObserver | _Calls) -> None:
         self.calls = [call]
 
-    def add(self, call: Call | _Calls) -> None:
+    def add(self, call: StreamObserver | _Calls) -> None:
         self.calls.append(call)
 
     def on_item(self, item: Any) -> None:
@@ -255,7 +266,7 @@ def _async_manager_methods(cls: type) -> dict[str, Any]:
 class _Proxy:
     __slots__ = ("_call", "_stream")
 
-    def __init__(self, stream: Any, call: Call) -> None:
+    def __init__(self, stream: Any, call: StreamObserver) -> None:
         self._stream = stream
         self._call = call
 

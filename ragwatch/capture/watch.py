@@ -112,37 +112,37 @@ class RagWatch:
             settings = load_settings(None, **{**settings.model_dump(), "service": service, **overrides})
         self.settings = settings
         self.service = settings.service
-        self._pricing = PricingTable({m: p.model_dump() for m, p in settings.pricing.items()})
-        self._metrics: CaptureMetrics | None = None
-        self._stage_children: dict[tuple[str, str], Any] = {}
-        self._chunks_child: Any = None
-        self._models: dict[str, ModelChildren] = {}
+        self.pricing = PricingTable({m: p.model_dump() for m, p in settings.pricing.items()})
+        self.metrics: CaptureMetrics | None = None
+        self.stage_children: dict[tuple[str, str], Any] = {}
+        self.chunks_child: Any = None
+        self.models: dict[str, ModelChildren] = {}
         metrics = capture_metrics(registry, settings.latency_buckets)
-        self._guard = Guard(metrics.internal_errors, settings.log_every_seconds)
+        self.guard = Guard(metrics.internal_errors, settings.log_every_seconds)
         if settings.metrics:
-            self._metrics = metrics
+            self.metrics = metrics
             for stage in ("request", "retrieve", "generate"):
                 for outcome in ("ok", "error", "cancelled"):
-                    self._stage_children[(stage, outcome)] = metrics.stage_duration.labels(self.service, stage, outcome)
-            self._chunks_child = metrics.retrieved_chunks.labels(self.service)
-        self._tracer = (
+                    self.stage_children[(stage, outcome)] = metrics.stage_duration.labels(self.service, stage, outcome)
+            self.chunks_child = metrics.retrieved_chunks.labels(self.service)
+        self.tracer = (
             trace.get_tracer("ragwatch", __version__, tracer_provider=tracer_provider) if settings.tracing else None
         )
-        self._listeners: list[Callable[[Run], None]] = []
+        self.listeners: list[Callable[[Run], None]] = []
         self._unpriced_warned: set[str] = set()
         self._lock = threading.Lock()
         self._metrics_server: Any = None
         self.producer: Producer | None = None
-        self._mode: ModeWatcher | None = None
-        self._scorer: InProcessScorer | None = None
-        self._queue: Queue | None = None
+        self.mode_watcher: ModeWatcher | None = None
+        self.scorer: InProcessScorer | None = None
+        self.queue: Queue | None = None
         self._rerank = rerank
         # One redactor for everything that leaves the process (samples, span attributes, exception events);
         # the memoised form serves texts that recur (chunk texts and ids, routes).
-        self._redactor = Redactor(settings.redact, custom=redact_with)
-        self._redact_cached = functools.lru_cache(maxsize=4096)(self._redactor)
+        self.redactor = Redactor(settings.redact, custom=redact_with)
+        self.redact_cached = functools.lru_cache(maxsize=4096)(self.redactor)
         if settings.sampling or settings.degraded_mode:
-            self._queue = queue = open_queue(
+            self.queue = queue = open_queue(
                 settings.redis_url, self.service, maxlen=settings.queue_maxlen, scores_maxlen=settings.scores_maxlen
             )
             if settings.sampling:
@@ -150,15 +150,15 @@ class RagWatch:
             if settings.scores_in_process():  # judges load now: a bad judge setting fails at start-up
                 from ragwatch.scoring.embedded import InProcessScorer
 
-                self._scorer = InProcessScorer(queue, settings, guard=self._guard, registry=registry)
+                self.scorer = InProcessScorer(queue, settings, guard=self.guard, registry=registry)
             if settings.degraded_mode:
-                self._mode = ModeWatcher(
+                self.mode_watcher = ModeWatcher(
                     queue,
-                    guard=self._guard,
+                    guard=self.guard,
                     refresh_seconds=settings.degraded_refresh_seconds,
                     metrics=families(ModeMetrics, registry) if settings.metrics else None,
                 )  # its thread starts with the first request: a pre-fork master never runs it
-                self._mode.initial_read()  # …but rw.degraded is right from here on (an override, say)
+                self.mode_watcher.initial_read()  # …but rw.degraded is right from here on (an override, say)
         if settings.metrics_port is not None:
             self.start_metrics_server()
 
@@ -166,14 +166,14 @@ class RagWatch:
     @property
     def degraded(self) -> bool:
         """True while the service runs in degraded mode (a local read: no I/O)."""
-        mode = self._mode
+        mode = self.mode_watcher
         return mode is not None and mode.degraded
 
     @property
     def mode(self) -> ModeState:
         """The degraded-mode state as last seen by this process (since when, why, window value, override).
         Its ``degraded`` is the mode in force, override included — always equal to :attr:`degraded`."""
-        return self._mode.view if self._mode is not None else ModeState()
+        return self.mode_watcher.view if self.mode_watcher is not None else ModeState()
 
     @property
     def notice(self) -> str | None:
@@ -183,11 +183,11 @@ class RagWatch:
     def on_transition(self, callback: Callable[[ModeState, ModeState], None]) -> Callable[[ModeState, ModeState], None]:
         """Run ``callback(old, new)`` when degraded mode switches (or an override changes); usable as a
         decorator. It runs on ragwatch's background thread; its errors are contained."""
-        if self._mode is not None:
-            self._mode.callbacks.append(callback)
+        if self.mode_watcher is not None:
+            self.mode_watcher.callbacks.append(callback)
         return callback
 
-    def _degraded_result(self, question: str | None, result: Any) -> Any:
+    def degraded_result(self, question: str | None, result: Any) -> Any:
         """Apply the configured degraded-mode retrieval policies; the original result on any error."""
         floor = self.settings.degraded_min_chunk_score
         try:
@@ -197,7 +197,7 @@ class RagWatch:
             if self._rerank is not None:
                 result = self._rerank(question, result)
         except Exception as exc:
-            self._guard.failed("capture", exc)
+            self.guard.failed("capture", exc)
         return result
 
     def _setup_sampling(
@@ -215,10 +215,10 @@ class RagWatch:
             # Keyed so a caller's traceparent cannot pick sampled trace ids; replicas agree when they share it.
             secret=_key(s.sample_secret) or os.urandom(32),
         )
-        redactor = self._redactor
+        redactor = self.redactor
         # Popular chunks are retrieved again and again; redacting each distinct text once saves most of the
         # flusher's time (redaction, like any user redact_with function, must be deterministic).
-        redact_chunk = self._redact_cached
+        redact_chunk = self.redact_cached
         limits = Limits(s.max_chunks, s.max_chunk_chars, s.max_answer_chars, s.max_question_chars)
         keep_text = s.store_text
 
@@ -234,7 +234,7 @@ class RagWatch:
             queue,
             build,
             metrics=metrics,
-            guard=self._guard,
+            guard=self.guard,
             buffer_size=s.buffer_size,
             batch_size=s.batch_size,
             flush_interval=s.flush_interval,
@@ -260,19 +260,19 @@ class RagWatch:
             if decision.sampled:
                 offer(run, decision.reason)
 
-        self._listeners.append(sample)
+        self.listeners.append(sample)
 
     # -- scores and the health report ------------------------------------------------------------------
     def scores(self, count: int = 1000) -> list[dict[str, Any]]:
         """The newest ``count`` score records, newest first, as the worker stores them (dicts shaped like
         :class:`~ragwatch.scoring.worker.ScoreRecord`). In process (``memory://``) at most the last 1,000 are kept;
         on Redis this reads the shared store (I/O: not for the request path)."""
-        if self._queue is None:
+        if self.queue is None:
             return []
         import orjson
 
         out = []
-        for raw in self._queue.recent_scores(count):
+        for raw in self.queue.recent_scores(count):
             try:
                 out.append(orjson.loads(raw))
             except orjson.JSONDecodeError:  # one bad record never hides the others
@@ -294,10 +294,10 @@ class RagWatch:
         """Flush and stop the background threads (the sender also flushes at interpreter exit)."""
         if self.producer is not None:
             self.producer.close(timeout)
-        if self._scorer is not None:
-            self._scorer.stop()
-        if self._mode is not None:
-            self._mode.stop()
+        if self.scorer is not None:
+            self.scorer.stop()
+        if self.mode_watcher is not None:
+            self.mode_watcher.stop()
 
     def __repr__(self) -> str:
         return f"RagWatch(service={self.service!r})"
@@ -351,10 +351,10 @@ class RagWatch:
 
     def _decorator(self, fn: Any, begin: Callable[[tuple, dict], Call], stage: Stage) -> Any:
         # Spans need a call object per call; without tracing, plain calls go through the stage alone.
-        lean = stage if self._tracer is None else None
+        lean = stage if self.tracer is None else None
         if fn is None:
-            return lambda f: instrument(f, begin, self._guard, lean)
-        return instrument(fn, begin, self._guard, lean)
+            return lambda f: instrument(f, begin, self.guard, lean)
+        return instrument(fn, begin, self.guard, lean)
 
     # -- context managers (for code that cannot be decorated) ------------------------------------------
     def request(self, question: str | None = None, *, route: str | None = None) -> Scope:
@@ -372,28 +372,28 @@ class RagWatch:
     # -- listeners, pricing, exposition -----------------------------------------------------------------
     def add_listener(self, listener: Callable[[Run], None]) -> None:
         """Call ``listener(run)`` when each request ends (the sampler's hook); its errors are contained."""
-        self._listeners.append(listener)
+        self.listeners.append(listener)
 
     def remove_listener(self, listener: Callable[[Run], None]) -> None:
-        self._listeners.remove(listener)
+        self.listeners.remove(listener)
 
-    def _run_ended(self, run: Run) -> None:
-        for listener in self._listeners:
+    def run_ended(self, run: Run) -> None:
+        for listener in self.listeners:
             try:
                 listener(run)
             except Exception as exc:
-                self._guard.failed("listener", exc)
+                self.guard.failed("listener", exc)
 
-    def _model_children(self, model: str) -> ModelChildren | None:
+    def model_children(self, model: str) -> ModelChildren | None:
         """Children for ``model``, remembered per RagWatch so the request path finds them in one lookup."""
-        if self._metrics is None:
+        if self.metrics is None:
             return None
-        children = self._metrics.model(self.service, model)
-        if len(self._models) < 2 * MAX_MODELS:  # models past the cap share `other`; don't remember them all
-            self._models[model] = children
+        children = self.metrics.model(self.service, model)
+        if len(self.models) < 2 * MAX_MODELS:  # models past the cap share `other`; don't remember them all
+            self.models[model] = children
         return children
 
-    def _unpriced(self, model: str, children: ModelChildren | None) -> None:
+    def count_unpriced(self, model: str, children: ModelChildren | None) -> None:
         """Count a call whose model has no price, and warn once per model."""
         if children is not None:
             children.unpriced.inc()
@@ -450,7 +450,7 @@ class Scope:
             self._call = self._begin()
             self._call.activate()
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
             self._call = None
         return self
 

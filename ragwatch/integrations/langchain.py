@@ -78,7 +78,7 @@ class _Callbacks:
             key = run_id.int
             self._roots[key] = _Root(PipelineCall(self._rw, question=_question(inputs)), key)
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         try:
@@ -87,7 +87,7 @@ class _Callbacks:
             if root is not None and root.key == key:
                 root.call.finish(_answer(outputs), None)
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         try:
@@ -96,7 +96,7 @@ class _Callbacks:
             if root is not None and root.key == key:
                 root.call.finish(None, error)
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_retriever_start(
         self,
@@ -126,7 +126,7 @@ class _Callbacks:
                 run.question = query
             self._calls[run_id.int] = call
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
         try:
@@ -134,7 +134,7 @@ class _Callbacks:
             if call is not None:
                 call.finish(list(documents), None)
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._step_error(error, run_id)
@@ -154,7 +154,7 @@ class _Callbacks:
             prompt = [m.content for batch in messages for m in batch if isinstance(getattr(m, "content", None), str)]
             self._model_start(prompt, run_id, parent_run_id, metadata, invocation_params)
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_llm_start(
         self,
@@ -170,7 +170,7 @@ class _Callbacks:
         try:
             self._model_start(list(prompts), run_id, parent_run_id, metadata, invocation_params)
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
         try:
@@ -178,7 +178,7 @@ class _Callbacks:
             if call is not None and token and type(call) is GenerateCall and call.ttft is None:
                 call.ttft = _perf() - call.start
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         try:
@@ -186,7 +186,7 @@ class _Callbacks:
             if call is not None:
                 call.finish(_generation(response), None)
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._step_error(error, run_id)
@@ -216,7 +216,7 @@ class _Callbacks:
             if call is not None:
                 call.finish(None, error)
         except Exception as exc:
-            self._rw._guard.failed("capture", exc)
+            self._rw.guard.failed("capture", exc)
 
 
 class RagwatchCallbackHandler(_Callbacks, BaseCallbackHandler):

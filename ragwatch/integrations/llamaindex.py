@@ -189,7 +189,7 @@ class _Tracker:
             try:
                 usage, model = extract_usage(raw), extract_model(raw)
             except Exception as exc:
-                self.rw._guard.failed("response", exc)
+                self.rw.guard.failed("response", exc)
         if type(call) is GenerateCall:
             streamed = call._acc.text if call._acc is not None else ""
             text = streamed or (text if isinstance(text, str) else None)
@@ -245,7 +245,7 @@ class RagwatchEventHandler(BaseEventHandler):
         try:
             self._tracker.handle(event)
         except Exception as exc:
-            self._tracker.rw._guard.failed("capture", exc)
+            self._tracker.rw.guard.failed("capture", exc)
 
 
 class RagwatchSpanHandler(BaseSpanHandler[Any]):
@@ -277,5 +277,5 @@ class RagwatchSpanHandler(BaseSpanHandler[Any]):
         try:
             self._tracker.dropped(id_, err)
         except Exception as exc:
-            self._tracker.rw._guard.failed("capture", exc)
+            self._tracker.rw.guard.failed("capture", exc)
         return None

@@ -85,7 +85,7 @@ class RagwatchSpanProcessor(SpanProcessor):
         try:
             self._on_end(span)
         except Exception as exc:
-            self.rw._guard.failed("capture", exc)
+            self.rw.guard.failed("capture", exc)
 
     def shutdown(self) -> None:
         with self._lock:
@@ -128,7 +128,7 @@ class RagwatchSpanProcessor(SpanProcessor):
             else:
                 dropped = None
         if dropped is not None:
-            self.rw._guard.failed("capture", message="span processor: too many open traces, dropped the oldest")
+            self.rw.guard.failed("capture", message="span processor: too many open traces, dropped the oldest")
         return pending
 
     def _record(
