@@ -34,4 +34,6 @@ python3 -m venv .venv
 bash scripts/get_helm.sh .venv/bin/python || echo "helm unavailable: the Helm tests will skip (fail under CI)" >&2
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports  # the import contracts in pyproject.toml (see ARCHITECTURE.md)
+.venv/bin/mypy  # the package, configured in pyproject.toml
 .venv/bin/python -m pytest "$@"
