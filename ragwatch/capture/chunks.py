@@ -186,8 +186,8 @@ def _read_object(item: Any, rank: int) -> tuple[str, str, float | None, Mapping[
     # LlamaIndex NodeWithScore: the score lives on the wrapper, everything else on the wrapped node.
     node = getattr(item, "node", None)
     if node is not None:
-        chunk_id, text, _, metadata = _read_node(node, item, rank)
-        return chunk_id, text, _score(getattr(item, "score", None)), metadata
+        chunk_id, node_text, _, metadata = _read_node(node, item, rank)
+        return chunk_id, node_text, _score(getattr(item, "score", None)), metadata
 
     # LlamaIndex TextNode (and other BaseNode subclasses) handed over directly.
     if getattr(item, "node_id", None) is not None or getattr(item, "id_", None) is not None:

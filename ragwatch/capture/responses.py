@@ -158,10 +158,9 @@ _LANGCHAIN_MESSAGE: dict[type, bool] = {}
 def _is_langchain_message(cls: type) -> bool:
     found = _LANGCHAIN_MESSAGE.get(cls)
     if found is None:
+        fields = getattr(cls, "__pydantic_fields__", None)
         found = (
-            cls.__module__.startswith("langchain_core.messages.")
-            and isinstance(getattr(cls, "__pydantic_fields__", None), dict)
-            and "content" in cls.__pydantic_fields__
+            cls.__module__.startswith("langchain_core.messages.") and isinstance(fields, dict) and "content" in fields
         )
         if len(_LANGCHAIN_MESSAGE) < _IS_MAPPING_LIMIT:
             _LANGCHAIN_MESSAGE[cls] = found

@@ -38,7 +38,13 @@ from ragwatch.capture.run import _RUN, Run
 from ragwatch.labels import MAX_LABEL_CHARS, safe_label
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span
+
     from ragwatch.capture.host import CaptureHost
+    from ragwatch.metrics.catalog import ModelChildren
 
 __all__ = [
     "Call",
@@ -191,6 +197,7 @@ def record_generation(
         model = safe_label(model)  # it comes from the response: a label, never a 100 KB string
     if usage is None and text is not None:
         usage = Usage(_estimate_prompt(prompt), estimate_tokens(text), 0, True)
+    children: ModelChildren | None
     try:
         children = rw.models[model]
     except KeyError:
@@ -261,6 +268,14 @@ class Call:
     """
 
     __slots__ = ("_ctx_token", "_ended", "active", "run", "rw", "span", "start")
+    rw: CaptureHost
+    run: Run | None
+    span: Span | None
+    start: float
+    #: whether the call makes its span current while the host function runs
+    active: bool
+    _ended: bool
+    _ctx_token: Token[Context] | None
 
     # -- context ------------------------------------------------------------------------------------
     def activate(self) -> None:
@@ -443,7 +458,7 @@ class RetrieveCall(Call):
         span.set_attribute(sc.RETRIEVAL_IDS, ids)
         scores = [c.score for c in shown]
         if all(s is not None for s in scores):
-            span.set_attribute(sc.RETRIEVAL_SCORES, scores)  # type: ignore[arg-type]
+            span.set_attribute(sc.RETRIEVAL_SCORES, scores)
         span.set_attribute(sc.RETRIEVAL_DOCUMENTS, sc.documents_json(shown, ids))
         if self.rw.settings.capture_chunk_text:
             span.set_attribute(sc.RETRIEVAL_TEXTS, [redact(c.text) for c in shown])

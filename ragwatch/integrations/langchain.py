@@ -172,7 +172,7 @@ class _Callbacks:
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
 
-    def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any) -> None:
         try:
             call = self._calls.get(run_id.int)
             if call is not None and token and type(call) is GenerateCall and call.ttft is None:

@@ -96,7 +96,7 @@ class _Reading:
 class _Tracker:
     def __init__(self, rw: RagWatch) -> None:
         self.rw = rw
-        self._queries: dict[str, _Query | None] = {}  # query span id -> its query (None: joined a run)
+        self._queries: dict[str | None, _Query | None] = {}  # query span id -> its query (None: joined a run)
         self._calls: dict[str, tuple[Call, _Query | None]] = {}  # step span id -> its call and query
 
     def handle(self, event: Any) -> None:
@@ -262,7 +262,13 @@ class RagwatchSpanHandler(BaseSpanHandler[Any]):
         return "RagwatchSpanHandler"
 
     def new_span(
-        self, id_: str, bound_args: Any, instance: Any = None, parent_span_id: Any = None, **kwargs: Any
+        self,
+        id_: str,
+        bound_args: Any,
+        instance: Any = None,
+        parent_span_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
         return None
 

@@ -489,7 +489,7 @@ def families(cls: Callable[..., T], registry: CollectorRegistry | None = REGISTR
         found = cache.get(key)
         if found is None:
             found = cache[key] = cls(registry, *args)
-        return found  # type: ignore[no-any-return]
+        return found
 
 
 def capture_metrics(

@@ -121,7 +121,7 @@ class ModeState:
                 value=float(f["value"]) if f.get("value") else None,
                 samples=int(f.get("samples") or 0),
                 recovering_since=float(f["recovering_since"]) if f.get("recovering_since") else None,
-                override=f.get("override") if f.get("override") in OVERRIDES else "auto",
+                override=str(f["override"]) if f.get("override") in OVERRIDES else "auto",
                 version=int(f.get("version") or 0),
             )
         except (TypeError, ValueError):

@@ -49,7 +49,13 @@ class ModeWatcher:
         self._m_override = {m: metrics.override.labels(service, m) for m in ("auto", "on", "off")} if metrics else {}
         self._publish(self.state)
         ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (w := ref()) and w._after_fork())
+
+        def in_child() -> None:  # holds a weak reference only: the callback must not keep us alive
+            alive = ref()
+            if alive is not None:
+                alive._after_fork()
+
+        os.register_at_fork(after_in_child=in_child)
         self._stop = threading.Event()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None

@@ -77,8 +77,20 @@ class Producer:
         self._reset()
         self._closed = False
         ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (p := ref()) and p._reset())
-        atexit.register(lambda: (p := ref()) and p.close())
+
+        def in_child() -> None:  # holds a weak reference only: the callback must not keep us alive
+            alive = ref()
+            if alive is not None:
+                alive._reset()
+
+        os.register_at_fork(after_in_child=in_child)
+
+        def at_exit() -> None:  # holds a weak reference only: the callback must not keep us alive
+            alive = ref()
+            if alive is not None:
+                alive.close()
+
+        atexit.register(at_exit)
 
     def _reset(self) -> None:
         """Fresh state: at construction and in a forked child (threads do not survive fork)."""

@@ -268,7 +268,13 @@ class RedisQueue(Queue):
             self._use(client)
             return
         ref = weakref.ref(self)  # our own client: a forked child makes a fresh one (see _after_fork)
-        os.register_at_fork(after_in_child=lambda: (q := ref()) and q._after_fork())
+
+        def in_child() -> None:  # holds a weak reference only: the callback must not keep us alive
+            alive = ref()
+            if alive is not None:
+                alive._after_fork()
+
+        os.register_at_fork(after_in_child=in_child)
         if _scheme(url) == "redis+cluster":
             _cluster_url(url)  # a bad URL is a ConfigError now; the cluster is contacted on first use
         else:

@@ -50,7 +50,7 @@ MAX_COUNT = 20_000
 
 @cache
 def _asset(name: str) -> str:
-    return resources.files("ragwatch.report").joinpath("web", name).read_text(encoding="utf-8")
+    return (resources.files("ragwatch.report") / "web" / name).read_text(encoding="utf-8")
 
 
 def _script_json(value: Any) -> str:

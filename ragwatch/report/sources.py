@@ -56,6 +56,12 @@ def decode_records(raws: list[bytes]) -> tuple[list[dict[str, Any]], int]:
     return out, skipped
 
 
+def _created_at(record: dict[str, Any]) -> float:
+    """A record's sort key: its ``created_at``, 0 when that is missing or not a number."""
+    value = record.get("created_at")
+    return value if isinstance(value, (int, float)) else 0
+
+
 class QueueSource:
     """The scores a queue backend stores: Redis for workers, the memory queue for in-process scoring."""
 
@@ -89,7 +95,7 @@ class JsonlSource:
             records = [r for r in load_records_jsonl(self.path) if isinstance(r, dict)]
         except (OSError, ValueError) as exc:
             raise ConfigError(f"--jsonl: {exc}") from None
-        records.sort(key=lambda r: r.get("created_at") if isinstance(r.get("created_at"), (int, float)) else 0)
+        records.sort(key=_created_at)
         return records[::-1][:count]
 
     def mode(self) -> ModeState | None:
@@ -142,7 +148,7 @@ class EndpointSource:
         m = data.get("mode") if isinstance(data, dict) else None
         if not isinstance(m, dict):
             return None
-        override = m.get("override") if m.get("override") in ("auto", "on", "off") else "auto"
-        since = m.get("since") if isinstance(m.get("since"), (int, float)) else 0.0
+        override = str(m["override"]) if m.get("override") in ("auto", "on", "off") else "auto"
+        since = float(m["since"]) if isinstance(m.get("since"), (int, float)) else 0.0
         degraded = bool(m.get("degraded")) if override == "auto" else False
         return ModeState(degraded=degraded, since=since, reason=str(m.get("reason") or ""), override=override)

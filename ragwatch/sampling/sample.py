@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
@@ -111,6 +111,10 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+@overload
+def _cut(text: str, limit: int, redact: Callable[[str], str] = ...) -> tuple[str, bool]: ...
+@overload
+def _cut(text: str | None, limit: int, redact: Callable[[str], str] = ...) -> tuple[str | None, bool]: ...
 def _cut(text: str | None, limit: int, redact: Callable[[str], str] = str) -> tuple[str | None, bool]:
     """Redact, then cut to ``limit`` characters; the flag says whether anything was cut."""
     if text is None:

@@ -231,7 +231,7 @@ class Sampler:
         rate, bound, decision = self._base, self._base_bound, _RATE
         route = run.route
         for prefix, beneath, route_rate, route_bound in self._routes if isinstance(route, str) else ():
-            if route == prefix or route.startswith(beneath):
+            if route == prefix or (route is not None and route.startswith(beneath)):
                 rate, bound, decision = route_rate, route_bound, _ROUTE
                 break
         else:  # no route matched: a tag may set the rate

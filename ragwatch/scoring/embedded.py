@@ -130,7 +130,13 @@ class InProcessScorer:
         self._stopping = threading.Event()
         self.worker = self._build_worker()
         ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (s := ref()) and s._after_fork())
+
+        def in_child() -> None:  # holds a weak reference only: the callback must not keep us alive
+            alive = ref()
+            if alive is not None:
+                alive._after_fork()
+
+        os.register_at_fork(after_in_child=in_child)
 
     def _build_worker(self) -> Worker:
         s = self.settings

@@ -180,6 +180,7 @@ def load_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
 def detect_kind(row: dict[str, Any]) -> str:
     """``"faithfulness"`` or ``"relevance"`` from the fields of a row; :class:`EvalInputError` otherwise."""
     line = int(row.get("__line__", 0))
+    fields: tuple[str, ...]
     if "contexts" in row or "label_hallucinated" in row:
         kind, fields = "faithfulness", FAITHFULNESS_FIELDS
     elif "passage" in row or "relevant" in row:

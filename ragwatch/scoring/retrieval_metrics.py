@@ -85,7 +85,7 @@ def _check_relevances(relevances: Sequence[float]) -> list[float]:
     cannot be trusted at all.
     """
     _check_ids(relevances, "relevances")
-    values = []
+    values: list[float] = []
     for i, r in enumerate(relevances):
         if not isinstance(r, Real):
             raise TypeError(f"relevance at position {i} (rank {i + 1}) is {r!r}; expected a number in [0, 1]")

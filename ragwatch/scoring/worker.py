@@ -436,8 +436,8 @@ class Worker:
             self._shed(shed)
         if skipped:
             self.skip("budget", len(skipped))
-        done = [entry.id for (entry, *_), new in zip(scored, fresh, strict=True) if new is not None]
-        self.queue.ack(done + skipped)
+        settled = [entry.id for (entry, *_), new in zip(scored, fresh, strict=True) if new is not None]
+        self.queue.ack(settled + skipped)
         self.processed += len(entries)
 
     def skip(self, reason: str, n: int = 1) -> None:
