@@ -27,7 +27,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -207,7 +207,10 @@ class Dashboard:
             return body
 
 
-ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
+_Message = MutableMapping[str, Any]
+ASGIApp = Callable[
+    [_Message, Callable[[], Awaitable[_Message]], Callable[[_Message], Awaitable[None]]], Awaitable[None]
+]
 
 
 def asgi_app(dashboard: Dashboard, app: ASGIApp | None = None) -> ASGIApp:
@@ -217,7 +220,9 @@ def asgi_app(dashboard: Dashboard, app: ASGIApp | None = None) -> ASGIApp:
     """
     import asyncio
 
-    async def dashboard_asgi(scope: dict, receive: Callable[[], Awaitable[dict]], send: Any) -> None:
+    async def dashboard_asgi(
+        scope: _Message, receive: Callable[[], Awaitable[_Message]], send: Callable[[_Message], Awaitable[None]]
+    ) -> None:
         if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
             path = scope.get("path", "")
             if path.startswith(dashboard.prefix):

@@ -71,7 +71,7 @@ def context_window(chunk_text: str, evidence: str | None, claim: str = "") -> st
     budget = (_BUDGET_CJK if _is_cjk(chunk_text[:400] or claim) else _BUDGET_LATIN) - min(len(claim), 200) // 2
     budget = max(budget, 60)
     start = chunk_text.find(evidence) if evidence else -1
-    if start < 0:
+    if start < 0 or not evidence:
         return chunk_text[:budget]
     end = start + len(evidence)
     spare = max(0, budget - len(evidence))

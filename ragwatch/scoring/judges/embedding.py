@@ -156,7 +156,7 @@ class EmbeddingJudge(SemanticJudge):
         fresh = dict(zip(todo, emb[len(questions) :], strict=True))
         for key, value in fresh.items():
             self._chunk_cache.put(key, value)
-        out = []
+        out: list[list[float]] = []
         for (_, chunks, _), q_emb, row_keys, row in zip(items, emb[: len(questions)], keys, cached, strict=True):
             if not chunks:
                 out.append([])
