@@ -177,7 +177,8 @@ def _eval_judge(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ragwatch.replay.prober import ReplayOptions, parse_duration, run
+    from ragwatch.replay.options import ReplayOptions, parse_duration
+    from ragwatch.replay.prober import run
 
     settings = load_settings(args.config_file, service=args.service, redis_url=args.redis_url)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per probe drowns the summary

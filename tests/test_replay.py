@@ -22,7 +22,11 @@ from ragwatch.errors import ConfigError
 from ragwatch.metrics.catalog import METRIC_NAMES
 from ragwatch.queue.factory import open_queue
 from ragwatch.queue.memory import MemoryQueue
-from ragwatch.replay.prober import ProbeResult, ReplayOptions, extract, parse_duration, run, summarize
+from ragwatch.replay.client import ProbeResult
+from ragwatch.replay.mapping import extract
+from ragwatch.replay.options import ReplayOptions, parse_duration
+from ragwatch.replay.prober import run
+from ragwatch.replay.summary import summarize
 from ragwatch.replay.source import GoldenSetError, Question, load_golden, similarity, tokens, traffic_questions
 from ragwatch.scoring.worker import Worker
 from tests.conftest import sample
@@ -216,7 +220,7 @@ def test_connection_refused_is_connect(tmp_path: Path, capsys: pytest.CaptureFix
 def test_retries_are_off_by_default_and_counted_when_on(app: RagApp, tmp_path: Path) -> None:
     import asyncio
 
-    from ragwatch.replay.prober import probe_all
+    from ragwatch.replay.client import probe_all
 
     q = [Question("fail: x", "golden", relevant_ids=["x"])]
     [once] = asyncio.run(probe_all(options(app), q))
