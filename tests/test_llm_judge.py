@@ -16,7 +16,8 @@ from ragwatch.capture.pricing import Price
 from ragwatch.capture.run import suppressed
 from ragwatch.errors import ConfigError, RagwatchError
 from ragwatch.sampling.sample import Sample, SampleChunk
-from ragwatch.scoring.judges.llm import JudgeError, LLMJudge, _context_precision, _context_precision_ranked
+from ragwatch.scoring.judges.llm import JudgeError, LLMJudge
+from ragwatch.scoring.judges.llm_output import _context_precision, _context_precision_ranked
 from ragwatch.scoring.judges.llm_prompts import PROMPT_VERSION, SYSTEM_PROMPT
 from tests.openai_stub import OpenAIStub, chat_reply, raw_reply, status_reply
 

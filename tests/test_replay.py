@@ -26,8 +26,8 @@ from ragwatch.replay.client import ProbeResult
 from ragwatch.replay.mapping import extract
 from ragwatch.replay.options import ReplayOptions, parse_duration
 from ragwatch.replay.prober import run
-from ragwatch.replay.summary import summarize
 from ragwatch.replay.source import GoldenSetError, Question, load_golden, similarity, tokens, traffic_questions
+from ragwatch.replay.summary import summarize
 from ragwatch.scoring.worker import Worker
 from tests.conftest import sample
 from tests.rag_app import DOCS, PROBE_SECRET, RagApp, retrieve

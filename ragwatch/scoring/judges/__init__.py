@@ -3,7 +3,8 @@
 A judge knows nothing of Redis, Prometheus or threads, so it can be tested, benchmarked and evaluated on
 data alone; the worker runs it and records what it says. ``make_judges(["offline"], settings)`` builds
 judges by name for the CLI. The LLM judge reads its API key from ``RAGWATCH_JUDGE_API_KEY`` only (never
-from settings, so it never appears in a dump of them).
+from settings, so it never appears in a dump of them). Its HTTP client is ``llm`` (the one judge module that may import
+httpx); ``llm_prompts`` and ``llm_output`` hold the prompt and the parsing and checking of its answer.
 """
 
 from __future__ import annotations
