@@ -50,7 +50,7 @@ class ResponseError(CaptureError, TypeError):
 
 class QueueError(RagwatchError):
     """The sample queue (Redis or the memory backend) could not do what was asked; Redis errors are
-    translated into this at one boundary, in :mod:`ragwatch.queue.redis`."""
+    translated into this at one boundary, in :mod:`ragwatch.queue.redis` (and its ``redis_connect``)."""
 
 
 class QueueFullError(QueueError):

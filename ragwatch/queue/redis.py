@@ -3,7 +3,8 @@
 One stream per service (``XADD … MAXLEN ~`` keeps Redis memory bounded), one consumer group for all of
 its workers, ``XAUTOCLAIM`` for entries a crashed worker left pending, a dead-letter stream, and a Lua
 script that applies a score exactly once per sample id. Every redis-py error is translated into
-:class:`~ragwatch.errors.QueueError` here and nowhere else; every call has a socket timeout.
+:class:`~ragwatch.errors.QueueError` here (connecting, in :mod:`ragwatch.queue.redis_connect`) and nowhere
+else; every call has a socket timeout.
 
 Every multi-key write is a Lua script over keys sharing the ``{service}`` hash tag, never MULTI/EXEC:
 that is atomic on one Redis, behind Sentinel and in Redis Cluster alike (the cluster pipelines of
@@ -20,15 +21,14 @@ import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-import redis
-from redis.exceptions import AuthenticationError, OutOfMemoryError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import AuthenticationError, OutOfMemoryError, ResponseError
 
-from ragwatch.errors import ConfigError, QueueError, QueueFullError
+from ragwatch.errors import QueueError, QueueFullError
 from ragwatch.mode.degrade import ModeState
 from ragwatch.queue.contract import Applied, Entry, ModeListener, Queue, QueueStats
 from ragwatch.queue.keys import GROUP, Keys
+from ragwatch.queue.redis_connect import _ERRORS, _cluster_url, _safe, _scheme, connect
 
 __all__ = ["RedisQueue", "connect"]
 
@@ -82,9 +82,6 @@ redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 4))
 return redis.call('XACK', KEYS[2], ARGV[2], ARGV[3])
 """
 
-# redis-py raises these for cluster trouble (no reachable node, slot not covered) outside RedisError.
-_ERRORS = (RedisError, RedisClusterException)
-
 
 def _bulk(value: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(value), value)
@@ -117,99 +114,6 @@ def _send_xadds(pool: Any, head: bytes, payloads: Sequence[bytes]) -> None:
         raise
     finally:
         pool.release(connection)
-
-
-#: The Redis password, when it is not in the URL: read from the environment only (like the judge's API
-#: key), so a Kubernetes Secret can hold it alone and the URL can live in plain configuration.
-PASSWORD_ENV = "RAGWATCH_REDIS_PASSWORD"
-
-
-def connect(url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> Any:
-    """A redis-py client for any supported URL form (see :mod:`ragwatch.queue.contract`); a password in the URL
-    wins over ``RAGWATCH_REDIS_PASSWORD``."""
-    options: dict[str, Any] = {
-        "socket_timeout": socket_timeout,
-        "socket_connect_timeout": connect_timeout,
-        "health_check_interval": 30,
-    }
-    password = os.environ.get(PASSWORD_ENV)
-    if password and not urlsplit(url).password:
-        options["password"] = password
-    scheme = _scheme(url)
-    if scheme == "redis+cluster":
-        return _cluster(url, options)
-    try:
-        if scheme == "redis+sentinel":
-            return _sentinel(url, options)
-        return redis.Redis.from_url(url, **options)
-    except (ValueError, RedisError) as exc:
-        raise ConfigError(f"invalid Redis URL {_safe(url)!r}: {exc}") from None
-
-
-def _scheme(url: str) -> str:
-    return url.split(":", 1)[0].lower()
-
-
-def _cluster_url(url: str) -> str:
-    """The ``redis://`` URL of the seed node for redis-py's cluster client; ConfigError when it cannot work."""
-    plain = "redis" + url[len("redis+cluster") :]
-    problem = ""
-    try:
-        parts = urlsplit(plain)
-        if not parts.hostname or "," in parts.netloc.rsplit("@", 1)[-1]:
-            problem = "redis+cluster:// takes the host:port of one node"
-        elif parts.path.strip("/") not in ("", "0"):
-            problem = "Redis Cluster has only database 0"
-        parts.port  # noqa: B018 - raises ValueError for a bad port
-    except ValueError as exc:
-        problem = str(exc)
-    if problem:
-        raise ConfigError(f"invalid Redis URL {_safe(url)!r}: {problem}")
-    return plain
-
-
-def _cluster(url: str, options: dict[str, Any]) -> Any:
-    from redis.cluster import RedisCluster
-
-    plain = _cluster_url(url)
-    try:
-        return RedisCluster.from_url(plain, **options)  # asks the seed node for the slot map, now
-    except ValueError as exc:
-        raise ConfigError(f"invalid Redis URL {_safe(url)!r}: {exc}") from None
-    except _ERRORS as exc:
-        raise QueueError(f"redis cluster connect failed: {type(exc).__name__}: {exc}") from exc
-
-
-def _sentinel(url: str, options: dict[str, Any]) -> Any:
-    from redis.sentinel import Sentinel
-
-    parts = urlsplit(url)
-    hosts = parts.netloc.rsplit("@", 1)[-1]
-    nodes = []
-    for host in hosts.split(","):
-        name, _, port = host.partition(":")
-        nodes.append((name, int(port or 26379)))
-    path = [p for p in parts.path.split("/") if p]
-    if not path:
-        raise ConfigError("redis+sentinel:// URL needs the master name as its path: …/mymaster[/db]")
-    auth = {}
-    if parts.username:
-        auth["username"] = unquote(parts.username)
-    if parts.password:
-        auth["password"] = unquote(parts.password)
-    elif "password" in options:
-        auth["password"] = options.pop("password")
-    db = int(path[1]) if len(path) > 1 else 0
-    sentinel = Sentinel(nodes, sentinel_kwargs=dict(options), **options, **auth)
-    return sentinel.master_for(path[0], db=db)
-
-
-def _safe(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
 
 
 #: What a log line says when Redis refuses our credentials (the exception text alone reads like a bug).
