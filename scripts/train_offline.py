@@ -24,7 +24,7 @@ What it is fitted on, and what not:
   weight or rule is fitted on them; ``halueval_qa.jsonl`` is not read at all.
 
 The model is gradient-boosted trees (``trainkit.fit_gbt``, numpy, deterministic) over the alignment
-features of :data:`ragwatch.scoring.judges.offline.FAITH_FEATURES`, with monotone constraints where a feature's
+features of :data:`ragwatch.scoring.judges.claim_features.FAITH_FEATURES`, with monotone constraints where a feature's
 direction is clear. The script prints grouped k-fold cross-validation (folds by the rows' ``group``, the
 source document) and leave-one-dataset-out tables for the new model, for the model shipped before it
 (the 2026-11 logistic calibration fitted on dev, :data:`TODAY`) and for those thirteen features refitted
@@ -53,16 +53,8 @@ import numpy as np
 import trainkit as kit
 
 from ragwatch.scoring.evaluate import precision_recall_f1, roc_auc, row_to_sample
-from ragwatch.scoring.judges.offline import (
-    FAITH_FEATURES,
-    FAITH_SIGNS,
-    LEGACY_FEATURES,
-    RULES,
-    WEIGHTS_PATH,
-    ClaimModel,
-    OfflineJudge,
-    claim_labels,
-)
+from ragwatch.scoring.judges.claim_features import FAITH_FEATURES, FAITH_SIGNS, LEGACY_FEATURES, RULES
+from ragwatch.scoring.judges.offline import WEIGHTS_PATH, ClaimModel, OfflineJudge, claim_labels
 
 TRAIN_DIR = "train/faithfulness"
 DEV_FILES = ("faithfulness/ragtruth_dev.jsonl", "faithfulness/rgb_zh_en_dev.jsonl")
@@ -161,11 +153,23 @@ def extract(files: list[Path], names: list[str]) -> Table:
     )
 
 
+#: The judge's modules the claim features are computed by (the feature cache is keyed by their source).
+FEATURE_CODE = (
+    "offline.py",
+    "claim_features.py",
+    "claim_context.py",
+    "unverifiable.py",
+    "text.py",
+    "text_rules.py",
+    "claims.py",
+)
+
+
 def code_hash() -> str:
     """What the features depend on: the judge's text analysis, claim splitting and feature code."""
-    src = Path(kit.ROOT, "ragwatch", "judges")
+    src = Path(kit.ROOT, "ragwatch", "scoring", "judges")
     digest = hashlib.sha256()
-    for name in ("offline.py", "text.py", "claims.py"):
+    for name in FEATURE_CODE:
         digest.update((src / name).read_bytes())
     return digest.hexdigest()[:12]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragwatch.scoring.judges.offline import FAITH_FEATURES, SUPPORTED, UNSUPPORTED, WEIGHTS_PATH, OfflineJudge
+from ragwatch.scoring.judges.claim_features import FAITH_FEATURES, SUPPORTED, UNSUPPORTED
+from ragwatch.scoring.judges.offline import WEIGHTS_PATH, OfflineJudge
 from ragwatch.scoring.judges.trees import TreeEnsemble
 from tests.conftest import judge_sample as make
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ragwatch.scoring.judges.text import entity_tokens, json_polarity, negation_reach, negation_scopes, scan
+from ragwatch.scoring.judges.text import scan
+from ragwatch.scoring.judges.text_rules import entity_tokens, json_polarity, negation_reach, negation_scopes
 
 
 def test_an_approximator_must_stand_right_before_its_number() -> None:

@@ -12,16 +12,9 @@ import pytest
 
 from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.base import context_precision, context_precision_ranked
-from ragwatch.scoring.judges.offline import (
-    FAITH_FEATURES,
-    SUPPORTED,
-    UNSUPPORTED,
-    UNVERIFIABLE,
-    WEIGHTS_PATH,
-    OfflineJudge,
-    claim_labels,
-    is_unverifiable,
-)
+from ragwatch.scoring.judges.claim_features import FAITH_FEATURES, SUPPORTED, UNSUPPORTED, UNVERIFIABLE
+from ragwatch.scoring.judges.offline import WEIGHTS_PATH, OfflineJudge, claim_labels
+from ragwatch.scoring.judges.unverifiable import is_unverifiable
 from ragwatch.scoring.retrieval_metrics import context_precision_ranked as context_precision_rank_aware
 from tests.conftest import judge_sample as make
 

@@ -17,8 +17,9 @@ if os.environ.get("CI") != "true":
 
 from ragwatch.errors import ConfigError
 from ragwatch.scoring.judges import make_judges
+from ragwatch.scoring.judges.claim_features import SUPPORTED
 from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, base_model_dir, context_window, load_note
-from ragwatch.scoring.judges.offline import SUPPORTED, OfflineJudge
+from ragwatch.scoring.judges.offline import OfflineJudge
 from ragwatch.scoring.judges.semantic import LRUCache, SemanticJudge
 from ragwatch.settings import JUDGE_NAMES, Settings
 from tests.conftest import judge_sample as make

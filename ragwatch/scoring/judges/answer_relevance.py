@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass
 
 from ragwatch.scoring.judges.relevance import question_kind
-from ragwatch.scoring.judges.text import content_tokens, entity_tokens, token_prior
+from ragwatch.scoring.judges.text import content_tokens, token_prior
+from ragwatch.scoring.judges.text_rules import entity_tokens
 
 __all__ = ["AnswerChecks", "answer_relevance", "check_answer"]
 

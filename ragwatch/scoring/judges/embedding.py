@@ -34,7 +34,7 @@ import numpy as np
 
 from ragwatch.errors import ConfigError
 from ragwatch.scoring.judges.calibration import sigmoid
-from ragwatch.scoring.judges.offline import ClaimAnalysis
+from ragwatch.scoring.judges.claim_features import ClaimAnalysis
 from ragwatch.scoring.judges.semantic import LRUCache, SemanticJudge
 
 __all__ = ["DEFAULT_MODEL", "EmbeddingJudge", "resolve_model_path"]

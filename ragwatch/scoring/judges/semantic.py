@@ -35,8 +35,9 @@ from typing import Any
 from ragwatch.errors import ConfigError
 from ragwatch.sampling.sample import Sample
 from ragwatch.scoring.judges.base import Verdict
+from ragwatch.scoring.judges.claim_features import SUPPORTED, UNSUPPORTED, ClaimAnalysis
 from ragwatch.scoring.judges.crossencoder import WEIGHTS_PATH, CrossEncoder, context_window, load_note
-from ragwatch.scoring.judges.offline import SUPPORTED, UNSUPPORTED, ClaimAnalysis, OfflineJudge, build_verdict
+from ragwatch.scoring.judges.offline import OfflineJudge, build_verdict
 
 __all__ = ["LRUCache", "SemanticJudge"]
 
