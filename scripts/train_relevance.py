@@ -110,7 +110,8 @@ def fit_offset(z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> flo
 
 def _feature_code_digest() -> str:
     judges = kit.ROOT / "ragwatch" / "scoring" / "judges"
-    return hashlib.sha256(b"".join((judges / f).read_bytes() for f in ("relevance.py", "text.py"))).hexdigest()[:12]
+    files = ("relevance.py", "text.py", "text_lexicon.py")
+    return hashlib.sha256(b"".join((judges / f).read_bytes() for f in files)).hexdigest()[:12]
 
 
 def load_table(data: Path, files: tuple[str, ...], use_cache: bool = False) -> dict[str, Any]:

@@ -5,6 +5,15 @@ data alone; the worker runs it and records what it says. ``make_judges(["offline
 judges by name for the CLI. The LLM judge reads its API key from ``RAGWATCH_JUDGE_API_KEY`` only (never
 from settings, so it never appears in a dump of them). Its HTTP client is ``llm`` (the one judge module that may import
 httpx); ``llm_prompts`` and ``llm_output`` hold the prompt and the parsing and checking of its answer.
+
+What the other modules own: ``base`` (the protocol, score names), ``offline`` (the offline judge: its model,
+weights and scores), ``claim_features`` (each claim's features, hard rules and verdicts), ``claim_context``
+(the retrieved chunks indexed for the claims), ``unverifiable`` (refusals, meta and framing lines),
+``claims`` (splitting an answer into claims), ``text`` (tokenising, the scan, context sentences),
+``text_lexicon`` (its word lists and units), ``text_rules`` (negation, hedges, entities, JSON polarity),
+``relevance`` and ``answer_relevance`` (chunk and answer relevance), ``trees`` and ``calibration`` (the model
+evaluation and weight files), ``semantic``, ``embedding``, ``crossencoder``, ``cascade`` and ``trivial`` (the
+other judges).
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ the stemmer costs nothing as long as both sides share it:
   so "2019" never collides with a word; :func:`numbers` also reports the unit that follows a number.
 
 Everything is regex + dict lookups with compiled patterns and memoised stemming, because the judge must
-score hundreds of samples per second per core.
+score hundreds of samples per second per core. The word lists and unit table live in
+:mod:`ragwatch.scoring.judges.text_lexicon`; the rule helpers read off one scan (negation scope and reach,
+hedges, entities, JSON polarity) in :mod:`ragwatch.scoring.judges.text_rules`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+
+from ragwatch.scoring.judges.text_lexicon import (
+    CJK_FUNCTION,
+    MONTHS,
+    NUMBER_WORDS,
+    SCALES,
+    STOPWORDS,
+    UNIT_ALT,
+    UNITS,
+    wordset,
+)
 
 __all__ = [
     "CJK_CHARS",
@@ -43,77 +56,8 @@ __all__ = [
 CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 
 
-def _wordset(text: str) -> frozenset[str]:
-    """A word list written as text (easier to read and to edit than a list of string literals)."""
-    return frozenset(text.split())
-
-
 _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[a-z]+")
 _THOUSANDS_RE = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-
-_STOPWORDS = _wordset(
-    """
-    a about above after again against all also am an and any are aren't as at be because been before being
-    below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
-    during each few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here
-    here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself
-    let's me more most mustn't my myself no nor not of off on once only or other ought our ours ourselves
-    out over own same shan't she she'd she'll she's should shouldn't so some such than that that's the their
-    theirs them themselves then there there's these they they'd they'll they're they've this those through
-    to too under until up very was wasn't we we'd we'll we're we've were weren't what what's when when's
-    where where's which while who who's whom why why's with won't would wouldn't you you'd you'll you're
-    you've your yours yourself yourselves will just may might must shall also s t don now ever never however
-    although though thus therefore etc eg ie vs via per yes one's get got gets getting
-    """
-)
-
-#: CJK characters that carry grammar, not content; a bigram of two of them says nothing about a topic.
-_CJK_FUNCTION = frozenset("的了是在和与及或也都就而且并被把对为于以之其这那些个有中上下等着过吗呢吧啊从向将会让给所")
-
-_MONTHS = {
-    "jan": "january",
-    "feb": "february",
-    "mar": "march",
-    "apr": "april",
-    "jun": "june",
-    "jul": "july",
-    "aug": "august",
-    "sep": "september",
-    "sept": "september",
-    "oct": "october",
-    "nov": "november",
-    "dec": "december",
-}
-_NUMBER_WORDS = {
-    "zero": "0",
-    "two": "2",
-    "three": "3",
-    "four": "4",
-    "five": "5",
-    "six": "6",
-    "seven": "7",
-    "eight": "8",
-    "nine": "9",
-    "ten": "10",
-    "eleven": "11",
-    "twelve": "12",
-    "thirteen": "13",
-    "fourteen": "14",
-    "fifteen": "15",
-    "sixteen": "16",
-    "seventeen": "17",
-    "eighteen": "18",
-    "nineteen": "19",
-    "twenty": "20",
-    "thirty": "30",
-    "forty": "40",
-    "fifty": "50",
-    "sixty": "60",
-    "seventy": "70",
-    "eighty": "80",
-    "ninety": "90",
-    "hundred": "100",
-}
 
 
 def is_cjk(ch: str) -> bool:
@@ -169,7 +113,7 @@ def _clock(raw: str, suffix: str) -> str:
 #: English words that are content words grammatically but say little about *what* a text asserts.
 GENERIC_WORDS = frozenset(
     stem(w)
-    for w in _wordset(
+    for w in wordset(
         """
         provide include use make help offer allow base passage information important various several many
         different mention state describe need well like good great new way also other overall however
@@ -230,121 +174,14 @@ def word_tokens(word: str) -> tuple[str, ...]:
     out = []
     for part in parts:
         low = part.lower().replace("’", "'")
-        if low in _STOPWORDS or len(low) == 1:
+        if low in STOPWORDS or len(low) == 1:
             continue
-        if low in _NUMBER_WORDS:
-            out.append("#" + _NUMBER_WORDS[low])
+        if low in NUMBER_WORDS:
+            out.append("#" + NUMBER_WORDS[low])
             continue
-        low = _MONTHS.get(low, low)
+        low = MONTHS.get(low, low)
         out.append(stem(low))
     return tuple(out)
-
-
-# ---------------------------------------------------------------------------------------------- numbers
-
-_UNITS = {
-    "%": "%",
-    "percent": "%",
-    "per cent": "%",
-    "‰": "‰",
-    "km": "km",
-    "kilometers": "km",
-    "kilometres": "km",
-    "kilometer": "km",
-    "m": "m",
-    "meters": "m",
-    "metres": "m",
-    "meter": "m",
-    "cm": "cm",
-    "mm": "mm",
-    "kg": "kg",
-    "kilograms": "kg",
-    "g": "g",
-    "grams": "g",
-    "mg": "mg",
-    "lb": "lb",
-    "lbs": "lb",
-    "pounds": "lb",
-    "miles": "mile",
-    "mile": "mile",
-    "feet": "ft",
-    "ft": "ft",
-    "foot": "ft",
-    "inches": "in",
-    "inch": "in",
-    "hours": "hour",
-    "hour": "hour",
-    "hrs": "hour",
-    "minutes": "minute",
-    "minute": "minute",
-    "min": "minute",
-    "seconds": "second",
-    "second": "second",
-    "days": "day",
-    "day": "day",
-    "weeks": "week",
-    "week": "week",
-    "months": "month",
-    "month": "month",
-    "years": "year",
-    "year": "year",
-    "million": "million",
-    "billion": "billion",
-    "trillion": "trillion",
-    "thousand": "thousand",
-    "gb": "gb",
-    "mb": "mb",
-    "tb": "tb",
-    "ghz": "ghz",
-    "mhz": "mhz",
-    "℃": "°c",
-    "°c": "°c",
-    "°f": "°f",
-    "degrees": "degree",
-    "万": "万",
-    "亿": "亿",
-    "千": "千",
-    "公里": "km",
-    "千米": "km",
-    "米": "m",
-    "厘米": "cm",
-    "公斤": "kg",
-    "千克": "kg",
-    "克": "g",
-    "斤": "斤",
-    "吨": "吨",
-    "元": "元",
-    "美元": "usd",
-    "dollars": "usd",
-    "usd": "usd",
-    "$": "usd",
-    "欧元": "eur",
-    "euros": "eur",
-    "€": "eur",
-    "英镑": "gbp",
-    "£": "gbp",
-    "人民币": "cny",
-    "rmb": "cny",
-    "岁": "year_old",
-    "years old": "year_old",
-    "小时": "hour",
-    "分钟": "minute",
-    "秒": "second",
-    "天": "day",
-    "周": "week",
-    "个月": "month",
-    "年": "year",
-    "倍": "times",
-    "times": "times",
-    "stars": "star",
-    "star": "star",
-    "am": "time",
-    "pm": "time",
-    "a.m.": "time",
-    "p.m.": "time",
-}
-_UNIT_ALT = "|".join(sorted((re.escape(u) for u in _UNITS if u not in "$€£"), key=len, reverse=True))
-_SCALES = ("million", "billion", "trillion", "thousand")
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,11 +196,11 @@ class NumberMention:
 # English cues are recognised word by word during the one tokenising pass (a set lookup per word is far
 # cheaper than a case-insensitive alternation regex over the whole text); Chinese cues use small regexes.
 
-_NEG_WORDS = _wordset(
+_NEG_WORDS = wordset(
     "not no never none nobody nothing neither without cannot lack lacks lacking absent avoid avoids avoiding"
 )
 #: Strong hedges: the context says something is expected, planned or estimated, not that it happened.
-_STRONG_WORDS = _wordset(
+_STRONG_WORDS = wordset(
     "expected expects estimated estimates projected forecast anticipated predicted reportedly allegedly rumored "
     "rumoured planned"
 )
@@ -371,9 +208,9 @@ _STRONG_PAIRS = frozenset(
     {("plans", "to"), ("plan", "to"), ("scheduled", "to"), ("scheduled", "for"), ("poised", "to")}
 )
 #: Modal hedges: possibility rather than fact ("may", 可能). Weaker: writers paraphrase "may" as "can".
-_MODAL_WORDS = _wordset("may might could possibly possible probably potentially perhaps likely unlikely")
+_MODAL_WORDS = wordset("may might could possibly possible probably potentially perhaps likely unlikely")
 #: Approximators that soften the number after them: "about 30", "more than 5", "约30", "30左右".
-_APPROX_WORDS = _wordset("about around approximately roughly nearly almost some over under upwards")
+_APPROX_WORDS = wordset("about around approximately roughly nearly almost some over under upwards")
 _APPROX_PAIRS = frozenset(
     {
         ("close", "to"),
@@ -386,7 +223,7 @@ _APPROX_PAIRS = frozenset(
         ("up", "to"),
     }
 )
-_APPROX_NOUNS = _wordset("a an one two three four five six seven eight nine ten half few dozen")
+_APPROX_NOUNS = wordset("a an one two three four five six seven eight nine ten half few dozen")
 
 _NEG_ZH_RE = re.compile(r"不|没有|没|未|非|无|勿|否")
 #: Frequent compounds in which the character does not negate ("不断", "非常", "无论", "未来" …).
@@ -425,7 +262,7 @@ def _word_info(word: str) -> tuple[tuple[str, ...], int, str]:
 
 #: One token per match: a number (optionally with a currency before and a unit after), a CJK run, a word.
 _SCAN_RE = re.compile(
-    r"([$€£])?[ ]?(\d+(?:[.,:]\d+)*)(?:[ \t-]?(?i:(" + _UNIT_ALT + r"))(?![A-Za-z]))?"
+    r"([$€£])?[ ]?(\d+(?:[.,:]\d+)*)(?:[ \t-]?(?i:(" + UNIT_ALT + r"))(?![A-Za-z]))?"
     rf"|([{CJK_CHARS}]+)"
     r"|([A-Za-z]+(?:['’][A-Za-z]+)*(?:\.(?<=\b[A-Za-z]\.)(?:[A-Za-z]\.)+)?)"  # a dotted acronym ("U.S.") is a word
 )
@@ -524,14 +361,14 @@ def scan(text: str, positions: bool = False) -> Scan:
                 pieces = num.split(".", 1)  # "2012.12:01": a date run into a time
             else:
                 pieces = num.split(",") if "," in num and not _THOUSANDS_RE.match(num) else (num,)
-            norm_unit = _UNITS.get(unit.lower()) if unit else None
+            norm_unit = UNITS.get(unit.lower()) if unit else None
             if norm_unit == "time":  # "5:30 pm" is "17:30", as a 24-hour clock (or a JSON record) writes it
                 pieces = (*pieces[:-1], _clock(pieces[-1], unit))
                 norm_unit = unit = None
             if norm_unit == "year" and unit == "年" and len(num) == 4:
                 norm_unit = None  # "2019年" is a date, not a duration
             if cur:  # "$5 million" is "usd million": a currency never hides the scale word after it
-                norm_unit = _UNITS[cur] + (" " + norm_unit if norm_unit in _SCALES else "")
+                norm_unit = UNITS[cur] + (" " + norm_unit if norm_unit in SCALES else "")
             last = len(pieces) - 1
             for i, piece in enumerate(pieces):
                 if piece:
@@ -543,21 +380,21 @@ def scan(text: str, positions: bool = False) -> Scan:
             if unit:
                 if unit[0].isascii():
                     extend(word_tokens(unit))
-                elif unit not in _CJK_FUNCTION:
+                elif unit not in CJK_FUNCTION:
                     append(unit)
             prev2, prev1 = prev1, "#"
         else:
             n = len(cjk)
             start = m.start()
             if n == 1:
-                if cjk not in _CJK_FUNCTION:
+                if cjk not in CJK_FUNCTION:
                     append(cjk)
                     if pos_list is not None:
                         pos_list.append(start)
             else:
                 for i in range(n - 1):
                     a, b = cjk[i], cjk[i + 1]
-                    if a not in _CJK_FUNCTION or b not in _CJK_FUNCTION:
+                    if a not in CJK_FUNCTION or b not in CJK_FUNCTION:
                         append(a + b)
                         if pos_list is not None:
                             pos_list.append(start + i)  # each bigram at its own offset (negation scopes)
