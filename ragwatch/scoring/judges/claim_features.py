@@ -247,6 +247,8 @@ def analyse_claims(
     threshold: float,
     vetoes: frozenset[str] = frozenset(RULES),
 ) -> list[ClaimAnalysis]:
+    """Each claim's features, rule and verdict against ``ctx``; the model decides every verifiable claim in one
+    batch (so the claim-count prior sees them all), and a vetoing rule overrides it."""
     out: list[ClaimAnalysis] = []
     pending: list[tuple[int, int]] = []  # (index in out, best sentence) of the claims the model decides
     rows: list[list[float]] = []
