@@ -213,6 +213,9 @@ def test_image_recipe_runs_worker_and_replay_unprivileged(image_venv: Path, redi
     os.chown(tmp, UID, GID)
     tmp.chmod(stat.S_IRWXU)
 
+    watched = [Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), base]
+    before = set(_written_by(UID, watched, inside=tmp))  # what earlier runs (or other tests) left as uid 10001
+
     queue = open_queue(redis_url, "kb")
     queue.add(
         [
@@ -290,7 +293,7 @@ def test_image_recipe_runs_worker_and_replay_unprivileged(image_venv: Path, redi
     summary = json.loads(replay.stdout)
     assert summary["requests"] == 1 and summary["ok"] == 1 and summary["retrieval"]["hit_rate"] == 1.0
 
-    leaked = _written_by(UID, [Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), base], inside=tmp)
+    leaked = sorted(set(_written_by(UID, watched, inside=tmp)) - before)
     assert not leaked, leaked
 
 
@@ -305,4 +308,8 @@ def test_the_leak_check_sees_a_file_the_user_wrote(tmp_path: Path) -> None:
     stray.write_text("x")
     assert _written_by(UID, [tmp_path], inside=inside) == []
     os.chown(stray, UID, GID)
-    assert _written_by(UID, [tmp_path], inside=inside) == [str(stray)]
+    try:
+        assert _written_by(UID, [tmp_path], inside=inside) == [str(stray)]
+    finally:  # leave nothing owned by uid 10001 behind for the next run's leak check
+        shutil.rmtree(inside)
+        stray.unlink()
