@@ -3,6 +3,5 @@
 Kept so that the documented ``ragwatch.dashboard`` imports keep working.
 """
 
-from ragwatch.report.dashboard import Dashboard, Response, asgi_app, dashboard_json, dashboard_page, render_html
-
-__all__ = ["Dashboard", "Response", "asgi_app", "dashboard_json", "dashboard_page", "render_html"]
+from ragwatch.report.dashboard import *  # noqa: F403 - the whole public API of the new place
+from ragwatch.report.dashboard import __all__ as __all__

@@ -3,6 +3,5 @@
 Kept so that the documented ``ragwatch.evaluation_events`` imports keep working.
 """
 
-from ragwatch.scoring.evaluation_events import EVENT_NAME, EvaluationEvents
-
-__all__ = ["EVENT_NAME", "EvaluationEvents"]
+from ragwatch.scoring.evaluation_events import *  # noqa: F403 - the whole public API of the new place
+from ragwatch.scoring.evaluation_events import __all__ as __all__

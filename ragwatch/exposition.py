@@ -3,20 +3,5 @@
 Kept so that the documented ``ragwatch.exposition`` imports keep working.
 """
 
-from ragwatch.metrics.exposition import (
-    MetricsApp,
-    mark_process_dead,
-    metrics_asgi_app,
-    metrics_registry,
-    multiprocess_enabled,
-    start_metrics_server,
-)
-
-__all__ = [
-    "MetricsApp",
-    "mark_process_dead",
-    "metrics_asgi_app",
-    "metrics_registry",
-    "multiprocess_enabled",
-    "start_metrics_server",
-]
+from ragwatch.metrics.exposition import *  # noqa: F403 - the whole public API of the new place
+from ragwatch.metrics.exposition import __all__ as __all__

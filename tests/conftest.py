@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -101,3 +102,21 @@ def judge_sample(question: str | None, answer: str | None, chunks: list[str]) ->
         chunks=[SampleChunk(id=f"c{i + 1}", rank=i, text=text) for i, text in enumerate(chunks)],
         created_at=0.0,
     )
+
+
+def hotel_pipeline(rw: ragwatch.RagWatch, chunks: list[dict[str, Any]]) -> Callable[[str], str]:
+    """A watched retriever (returning ``chunks``), LLM and pipeline: the smallest run that gets sampled."""
+
+    @rw.retriever
+    def retrieve(question: str) -> list[dict[str, Any]]:
+        return chunks
+
+    @rw.llm(model="gpt-4o-mini")
+    def generate(question: str, found: Any) -> str:
+        return "Hotels are reimbursed up to 600 CNY per night."
+
+    @rw.pipeline
+    def answer(question: str) -> str:
+        return generate(question, retrieve(question))
+
+    return answer

@@ -25,7 +25,7 @@ from ragwatch.scoring.embedded import Budget, scores_in_process
 from ragwatch.scoring.judges.trivial import TrivialJudge
 from ragwatch.scoring.worker import ScoreRecord, Worker
 from ragwatch.settings import load_settings
-from tests.conftest import sample
+from tests.conftest import hotel_pipeline, sample
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNKS = [
@@ -50,19 +50,7 @@ def watched(registry: CollectorRegistry | None, **settings: Any) -> tuple[ragwat
     }
     rw = ragwatch.RagWatch("emb", registry=registry, **{**options, **settings})
 
-    @rw.retriever
-    def retrieve(question: str) -> list[dict[str, Any]]:
-        return CHUNKS
-
-    @rw.llm(model="gpt-4o-mini")
-    def generate(question: str, chunks: Any) -> str:
-        return "Hotels are reimbursed up to 600 CNY per night."
-
-    @rw.pipeline
-    def answer(question: str) -> str:
-        return generate(question, retrieve(question))
-
-    return rw, answer
+    return rw, hotel_pipeline(rw, CHUNKS)
 
 
 def wait_for(condition: Any, timeout: float = 15.0) -> None:

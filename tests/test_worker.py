@@ -29,6 +29,7 @@ from ragwatch.sampling.sample import Sample, decode_sample
 from ragwatch.scoring.judges import TrivialJudge
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker
+from tests.conftest import hotel_pipeline
 from tests.conftest import sample as metric
 from tests.servers import RedisServer, free_port
 
@@ -44,19 +45,7 @@ def service_app(url: str, registry: CollectorRegistry, **settings: Any) -> tuple
     options["scoring"] = "off"  # these tests run their own worker against the queue
     rw = ragwatch.RagWatch("kb", registry=registry, redis_url=url, **{**options, **settings})
 
-    @rw.retriever
-    def retrieve(question: str) -> list[dict[str, Any]]:
-        return CHUNKS
-
-    @rw.llm(model="gpt-4o-mini")
-    def generate(question: str, chunks: Any) -> str:
-        return "Hotels are reimbursed up to 600 CNY per night."
-
-    @rw.pipeline
-    def answer(question: str) -> str:
-        return generate(question, retrieve(question))
-
-    return rw, answer
+    return rw, hotel_pipeline(rw, CHUNKS)
 
 
 def make_worker(

@@ -9,12 +9,11 @@ transition at a time, and their errors are contained.
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import replace
 
+from ragwatch.forks import call_in_child
 from ragwatch.guard import Guard
 from ragwatch.metrics.catalog import ModeMetrics
 from ragwatch.mode.degrade import ModeState, effective, override_lost
@@ -48,14 +47,7 @@ class ModeWatcher:
         self._m_degraded = metrics.degraded.labels(service) if metrics else None
         self._m_override = {m: metrics.override.labels(service, m) for m in ("auto", "on", "off")} if metrics else {}
         self._publish(self.state)
-        ref = weakref.ref(self)
-
-        def in_child() -> None:  # holds a weak reference only: the callback must not keep us alive
-            alive = ref()
-            if alive is not None:
-                alive._after_fork()
-
-        os.register_at_fork(after_in_child=in_child)
+        call_in_child(self._after_fork)
         self._stop = threading.Event()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None

@@ -18,18 +18,16 @@ remain the parent's to send.
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
 import random
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 
 from ragwatch.capture.run import Run
 from ragwatch.errors import QueueFullError
+from ragwatch.forks import call_at_exit, call_in_child
 from ragwatch.guard import Guard
 from ragwatch.metrics.catalog import ProducerMetrics
 from ragwatch.queue.contract import Queue
@@ -76,21 +74,8 @@ class Producer:
         self._m_buffered = metrics.buffered.labels(service) if metrics else None
         self._reset()
         self._closed = False
-        ref = weakref.ref(self)
-
-        def in_child() -> None:  # holds a weak reference only: the callback must not keep us alive
-            alive = ref()
-            if alive is not None:
-                alive._reset()
-
-        os.register_at_fork(after_in_child=in_child)
-
-        def at_exit() -> None:  # holds a weak reference only: the callback must not keep us alive
-            alive = ref()
-            if alive is not None:
-                alive.close()
-
-        atexit.register(at_exit)
+        call_in_child(self._reset)
+        call_at_exit(self.close)
 
     def _reset(self) -> None:
         """Fresh state: at construction and in a forked child (threads do not survive fork)."""

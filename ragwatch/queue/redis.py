@@ -15,16 +15,15 @@ the cluster in its constructor and a host application must be able to start whil
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from redis.exceptions import AuthenticationError, OutOfMemoryError, ResponseError
 
 from ragwatch.errors import QueueError, QueueFullError
+from ragwatch.forks import call_in_child
 from ragwatch.mode.degrade import ModeState
 from ragwatch.queue.contract import Applied, Entry, ModeListener, Queue, QueueStats
 from ragwatch.queue.keys import GROUP, Keys
@@ -171,14 +170,7 @@ class RedisQueue(Queue):
         if client is not None:
             self._use(client)
             return
-        ref = weakref.ref(self)  # our own client: a forked child makes a fresh one (see _after_fork)
-
-        def in_child() -> None:  # holds a weak reference only: the callback must not keep us alive
-            alive = ref()
-            if alive is not None:
-                alive._after_fork()
-
-        os.register_at_fork(after_in_child=in_child)
+        call_in_child(self._after_fork)  # our own client: a forked child makes a fresh one (see _after_fork)
         if _scheme(url) == "redis+cluster":
             _cluster_url(url)  # a bad URL is a ConfigError now; the cluster is contacted on first use
         else:

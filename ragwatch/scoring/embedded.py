@@ -21,10 +21,10 @@ import multiprocessing
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ragwatch.forks import call_in_child
 from ragwatch.guard import Guard
 from ragwatch.metrics.catalog import WorkerMetrics, families
 from ragwatch.mode.sla import SLAEvaluator
@@ -129,14 +129,7 @@ class InProcessScorer:
         self._start_lock = threading.Lock()
         self._stopping = threading.Event()
         self.worker = self._build_worker()
-        ref = weakref.ref(self)
-
-        def in_child() -> None:  # holds a weak reference only: the callback must not keep us alive
-            alive = ref()
-            if alive is not None:
-                alive._after_fork()
-
-        os.register_at_fork(after_in_child=in_child)
+        call_in_child(self._after_fork)
 
     def _build_worker(self) -> Worker:
         s = self.settings
