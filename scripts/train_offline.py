@@ -53,7 +53,7 @@ import numpy as np
 import trainkit as kit
 
 from ragwatch.scoring.evaluate import precision_recall_f1, roc_auc, row_to_sample
-from ragwatch.scoring.judges.claim_features import FAITH_FEATURES, FAITH_SIGNS, LEGACY_FEATURES, RULES
+from ragwatch.scoring.judges.claim_features import FAITH_FEATURES, FAITH_SIGNS, LEGACY_FEATURES, RULES, VETO_CAP
 from ragwatch.scoring.judges.offline import WEIGHTS_PATH, ClaimModel, OfflineJudge, claim_labels
 
 TRAIN_DIR = "train/faithfulness"
@@ -257,19 +257,25 @@ def adjusted(p: np.ndarray, n_claims: np.ndarray, spread: float) -> np.ndarray:
 
 
 def response_scores(t: Table, rows: np.ndarray, p: np.ndarray, model: Model, threshold: float):
-    """For the rows selected: labels, flagged (any claim unsupported) and 1 − faithfulness, as the judge."""
+    """For the rows selected: labels, flagged (any claim unsupported), 1 − fully_supported (the claims'
+    P(supported) multiplied, a vetoed claim's capped at 0.25: what ``eval-judge`` ranks by) and
+    1 − faithfulness (the share of unsupported claims: what it ranked by before, and what the gate against
+    today's model was defined on), as the judge computes them."""
     veto_ids = np.array([RULES.index(r) for r in model.vetoes], dtype=np.intp)
     claims = t.claims_of(rows)
     rid = t.row[claims]
     n_rows = len(t.row_label)
     n_claims = np.bincount(rid, minlength=n_rows)
     p = adjusted(p, n_claims[rid], model.spread)
-    bad = (p < threshold) | np.isin(t.rule[claims], veto_ids)
+    vetoed = np.isin(t.rule[claims], veto_ids)
+    bad = (p < threshold) | vetoed
     n_bad = np.bincount(rid, weights=bad.astype(float), minlength=n_rows)
+    log_p = np.log(np.clip(np.where(vetoed, np.minimum(p, VETO_CAP), p), 1e-300, 1.0))
+    fully = np.exp(np.bincount(rid, weights=log_p, minlength=n_rows))
     sel = np.flatnonzero(rows)
     flagged = n_bad[sel] > 0
-    scores = np.where(n_claims[sel] > 0, n_bad[sel] / np.maximum(n_claims[sel], 1), 0.0)
-    return t.row_label[sel], flagged, scores
+    faith = np.where(n_claims[sel] > 0, n_bad[sel] / np.maximum(n_claims[sel], 1), 0.0)
+    return t.row_label[sel], flagged, 1.0 - fully[sel], faith
 
 
 def dev_threshold(dev: Table, model: Model) -> float:
@@ -278,7 +284,7 @@ def dev_threshold(dev: Table, model: Model) -> float:
     rows = np.ones(len(dev.row_label), dtype=bool)
     best = (0.5, -1.0)
     for thr in np.round(np.arange(0.05, 0.96, 0.01), 2):
-        labels, flagged, _ = response_scores(dev, rows, p, model, float(thr))
+        labels, flagged, _, _ = response_scores(dev, rows, p, model, float(thr))
         f1 = precision_recall_f1(labels.tolist(), flagged.tolist())[2]
         if f1 > best[1] + 1e-12:
             best = (float(thr), f1)
@@ -286,15 +292,17 @@ def dev_threshold(dev: Table, model: Model) -> float:
 
 
 def figures(t: Table, rows: np.ndarray, p: np.ndarray, model: Model, threshold: float) -> dict[str, Any]:
-    """Response F1 and AUC (1 − faithfulness) and claim AUC (P(supported), labelled claims) for ``rows``."""
-    labels, flagged, scores = response_scores(t, rows, p, model, threshold)
+    """Response F1, AUC (1 − fully_supported), AUC of 1 − faithfulness and claim AUC (P(supported), labelled
+    claims) for ``rows``."""
+    labels, flagged, scores, faith = response_scores(t, rows, p, model, threshold)
     f1 = precision_recall_f1(labels.tolist(), flagged.tolist())[2]
     auc = roc_auc(labels.tolist(), scores.tolist())
+    auc_faith = roc_auc(labels.tolist(), faith.tolist())
     claims = t.claims_of(rows)
     yc = t.y[claims]
     known = ~np.isnan(yc)
     claim_auc = roc_auc((yc[known] == 0).tolist(), (-p[known]).tolist()) if known.any() else None
-    return {"n": int(rows.sum()), "f1": f1, "auc": auc, "claim_auc": claim_auc}
+    return {"n": int(rows.sum()), "f1": f1, "auc": auc, "auc_faith": auc_faith, "claim_auc": claim_auc}
 
 
 def _fmt(v: float | None) -> str:
@@ -302,26 +310,28 @@ def _fmt(v: float | None) -> str:
 
 
 def print_table(title: str, results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
-    """Rows = sets, per model F1 / response AUC / claim AUC; the macro mean over sets at the bottom."""
+    """Rows = sets, per model F1 / response AUC (fully_supported, then faithfulness) / claim AUC; the macro
+    mean over sets at the bottom."""
     models = list(results)
     sets = list(next(iter(results.values())))
     print(f"\n{title}")
-    head = "".join(f" | {m:^23s}" for m in models)
+    head = "".join(f" | {m:^29s}" for m in models)
     print(f"  {'set':18s} {'n':>6s}{head}")
-    print(f"  {'':18s} {'':>6s}" + " |   F1   AUC  claimAUC" * len(models))
+    print(f"  {'':18s} {'':>6s}" + " |   F1   AUC  AUCf  claimAUC" * len(models))
     means: dict[str, dict[str, float]] = {}
     for s in sets:
         cells = "".join(
-            f" | {_fmt(results[m][s]['f1'])} {_fmt(results[m][s]['auc'])} {_fmt(results[m][s]['claim_auc'])}  "
+            f" | {_fmt(results[m][s]['f1'])} {_fmt(results[m][s]['auc'])} {_fmt(results[m][s]['auc_faith'])}"
+            f" {_fmt(results[m][s]['claim_auc'])}  "
             for m in models
         )
         print(f"  {s:18s} {results[models[0]][s]['n']:6d}{cells}")
     for m in models:
         means[m] = {}
-        for k in ("f1", "auc", "claim_auc"):
+        for k in METRICS:
             vals = [results[m][s][k] for s in sets if results[m][s][k] is not None]
             means[m][k] = round(float(np.mean(vals)), 4) if vals else math.nan
-    cells = "".join(f" | {means[m]['f1']:.3f} {means[m]['auc']:.3f} {means[m]['claim_auc']:.3f}  " for m in models)
+    cells = "".join(" | " + " ".join(f"{means[m][k]:.3f}" for k in METRICS) + "  " for m in models)
     print(f"  {'macro mean':18s} {'':6s}{cells}")
     return means
 
@@ -351,11 +361,11 @@ def cross_validate(
             thr = dev_threshold(dev, model)
             claims = train.claims_of(test_rows)
             p[claims] = model.predict(train.x[claims])
-            labels, flagged, scores = response_scores(train, test_rows, p[claims], model, thr)
-            for s, lab, fl, sc in zip(train.row_set[test_rows], labels, flagged, scores, strict=True):
-                flagged_rows[s].append((lab, fl, sc))
+            labels, flagged, scores, faith = response_scores(train, test_rows, p[claims], model, thr)
+            for s, lab, fl, sc, fa in zip(train.row_set[test_rows], labels, flagged, scores, faith, strict=True):
+                flagged_rows[s].append((lab, fl, sc, fa))
         for s in sets:
-            lab, fl, sc = zip(*flagged_rows[s], strict=True)
+            lab, fl, sc, fa = zip(*flagged_rows[s], strict=True)
             rows = pool & (train.row_set == s)
             claims = train.claims_of(rows)
             yc, pc = train.y[claims], p[claims]
@@ -364,6 +374,7 @@ def cross_validate(
                 "n": len(lab),
                 "f1": precision_recall_f1(list(lab), list(fl))[2],
                 "auc": roc_auc(list(lab), list(sc)),
+                "auc_faith": roc_auc(list(lab), list(fa)),
                 "claim_auc": roc_auc((yc[known] == 0).tolist(), (-pc[known]).tolist()) if known.any() else None,
             }
         results[name] = per_set
@@ -404,7 +415,7 @@ def dev_report(dev: Table, model: Model, threshold: float) -> dict[str, Any]:
         for suffix, rows in keys:
             if suffix and rows.sum() == in_file.sum():
                 continue
-            labels, flagged, scores = response_scores(dev, rows, p[dev.claims_of(rows)], model, threshold)
+            labels, flagged, scores, _ = response_scores(dev, rows, p[dev.claims_of(rows)], model, threshold)
             pr, rc, f1 = precision_recall_f1(labels.tolist(), flagged.tolist())
             auc = roc_auc(labels.tolist(), scores.tolist())
             out[name + suffix] = {"n": int(rows.sum()), "precision": round(pr, 3), "recall": round(rc, 3)}
@@ -447,6 +458,11 @@ def veto_table(train: Table, pool: np.ndarray) -> tuple[dict[str, float], dict[s
         print(f"  {rule:28s} fires on {fired:6d} claims  ratio {ratio:.2f}")
     return out, counts
 
+
+#: Columns of the tables. ``auc`` ranks answers by 1 − fully_supported (as ``eval-judge`` does), ``auc_faith``
+#: by 1 − faithfulness: the gate was defined on that one, and stays so the shipped trees are judged as before.
+METRICS = ("f1", "auc", "auc_faith", "claim_auc")
+GATED = ("f1", "auc_faith", "claim_auc")
 
 VETO_RATIO = 2.0
 VETO_MIN_FIRED = 30
@@ -496,7 +512,12 @@ def main(argv: list[str] | None = None) -> int:
         lodo = leave_one_out(train, dev, pool, fitters, held_out)
         lodo_means = print_table("leave one dataset out (threshold set on dev)", lodo)
         ours, base = cv_means["trees (shipped)"], cv_means["today (dev-fitted LR)"]
-        worse = [k for k in ("f1", "auc", "claim_auc") if ours[k] < base[k]]
+        worse = [k for k in GATED if ours[k] < base[k]]
+        if ours["auc"] < base["auc"]:
+            print(
+                f"\nnote: ranked by fully_supported, today's model reads a higher macro response AUC"
+                f" ({base['auc']:.3f} against {ours['auc']:.3f}); the gate is on {', '.join(GATED)}"
+            )
         if worse:
             print(f"\nrefusing to ship: cross-validated {', '.join(worse)} worse than today's model")
             return 1

@@ -17,6 +17,7 @@ from ragwatch.scoring.judges.base import (
     ANSWER_RELEVANCE,
     CONTEXT_RELEVANCE,
     FAITHFULNESS,
+    FULLY_SUPPORTED,
     context_precision,
     context_precision_ranked,
 )
@@ -99,7 +100,8 @@ def test_relevance_orders_on_topic_above_off_topic(judge: EmbeddingJudge) -> Non
 
 def test_score_names_and_ranges(judge: EmbeddingJudge) -> None:
     verdict = judge.score(make("What is the capital of France?", "Paris is the capital of France.", CONTEXT[::-1]))
-    names = {FAITHFULNESS, CONTEXT_RELEVANCE, context_precision(3), context_precision_ranked(3), ANSWER_RELEVANCE}
+    names = {FAITHFULNESS, FULLY_SUPPORTED, CONTEXT_RELEVANCE, context_precision(3), context_precision_ranked(3)}
+    names.add(ANSWER_RELEVANCE)
     assert set(verdict.scores) == names
     assert all(0.0 <= v <= 1.0 for v in verdict.scores.values())
     assert verdict.scores[FAITHFULNESS] == 1.0

@@ -14,7 +14,9 @@ import pytest
 from ragwatch.scoring.evaluate import (
     EvalInputError,
     detect_kind,
+    evaluate_faithfulness,
     expected_calibration_error,
+    hallucination_score,
     load_rows,
     main,
     precision_recall_f1,
@@ -23,6 +25,7 @@ from ragwatch.scoring.evaluate import (
     roc_auc,
     row_to_sample,
 )
+from ragwatch.scoring.judges.base import Verdict
 from tests.openai_stub import OpenAIStub, chat_reply
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -308,3 +311,24 @@ def test_real_dev_file_shape(capsys: pytest.CaptureFixture[str]) -> None:
     for stats in groups:
         for key in ("precision", "recall", "f1", "auc"):
             assert stats[key] is None or 0.0 <= stats[key] <= 1.0
+
+
+def test_auc_ranks_by_fully_supported_where_the_judge_gives_it() -> None:
+    """1 − faithfulness ties answers that are all judged faithful; the AUC ranks by the finer score when a
+    judge gives one, and falls back to faithfulness (the LLM judge) otherwise."""
+    assert hallucination_score({"faithfulness": 1.0, "fully_supported": 0.3}) == pytest.approx(0.7)
+    assert hallucination_score({"faithfulness": 0.5}) == pytest.approx(0.5)
+    assert hallucination_score({}) == 0.0
+
+    class Stub:
+        name, version = "stub", "1"
+
+        def score(self, sample):
+            p = 0.9 if "exact" in sample.answer else 0.4
+            return Verdict(scores={"faithfulness": 1.0, "fully_supported": p}, details={"claims": []})
+
+    rows = [
+        {"question": "q", "contexts": ["c"], "answer": a, "label_hallucinated": h, "task_type": "QA", "language": "en"}
+        for a, h in (("exact one", False), ("loose one", True), ("exact two", False), ("loose two", True))
+    ]
+    assert evaluate_faithfulness(rows, Stub())["overall"]["auc"] == 1.0

@@ -445,3 +445,45 @@ def test_verdicts_do_not_depend_on_the_hash_seed() -> None:
         for seed in ("1", "2", "3")
     }
     assert len(outputs) == 1
+
+
+# --------------------------------------------------------------------------- fully_supported
+
+
+def test_fully_supported_ranks_answers_that_faithfulness_ties(judge: OfflineJudge) -> None:
+    """Both answers are judged fully faithful (1.0), but one rests on a verbatim quote and the other on a
+    loose paraphrase: only ``fully_supported`` (the claims' P(supported) multiplied) tells them apart."""
+    context = [BRIDGE + " It carries two lanes of traffic and a footpath on its eastern side."]
+    exact = judge.score(
+        make("How long is the bridge?", "The old stone bridge over the river is 120 meters long.", context)
+    )
+    loose = judge.score(
+        make(
+            "How long is the bridge?",
+            "The river crossing, built from stone, spans 120 meters and has a footpath.",
+            context,
+        )
+    )
+    assert exact.scores["faithfulness"] == loose.scores["faithfulness"] == 1.0
+    assert 0.0 < loose.scores["fully_supported"] < exact.scores["fully_supported"] <= 1.0
+
+
+def test_fully_supported_is_the_product_over_verifiable_claims(judge: OfflineJudge) -> None:
+    verdict = judge.score(
+        make(
+            "How long is the bridge?",
+            "The stone bridge is 120 meters long. It was built in 1990. I hope this helps!",
+            [BRIDGE],
+        )
+    )
+    claims = verdict.details["claims"]
+    assert any(c["verdict"] == UNVERIFIABLE for c in claims)  # the courtesy line leaves the product
+    product = 1.0
+    for c in claims:
+        if c["verdict"] != UNVERIFIABLE:
+            product *= c["p_supported"]
+    assert verdict.scores["fully_supported"] == pytest.approx(product, abs=1e-3)
+    vetoed = judge.score(make("How long is the bridge?", "The stone bridge is 150 meters long.", [BRIDGE]))
+    assert vetoed.scores["fully_supported"] <= 0.25  # a veto caps the claim's P, so the answer ranks low
+    refusal = judge.score(make("How long is the bridge?", "I don't know.", [BRIDGE]))
+    assert refusal.scores["fully_supported"] == 1.0  # nothing checkable was said

@@ -6,7 +6,9 @@ Two kinds of file are recognised by their fields (see the data README of the pro
   becomes a :class:`~ragwatch.sampling.sample.Sample` (chunks ``c1``..``cn`` from ``contexts``), the judge scores it,
   and the response is flagged *hallucinated* when any claim is UNSUPPORTED — with the judge's shipped
   defaults, never tuned per file. Reported: precision, recall and F1 of "contains a hallucination" and the
-  ROC-AUC of ``1 − faithfulness``, overall, per ``task_type`` and per ``language``.
+  ROC-AUC of the judge's hallucination score, overall, per ``task_type`` and per ``language``: ``1 −
+  fully_supported`` for the judges that give it (offline, semantic, embedding: the claims' P(supported)
+  multiplied), else ``1 − faithfulness``, whose few distinct values tie most answers.
 * **relevance** rows (``question, passage, relevant, question_id, language``): passages are grouped by
   question, scored with the judge's graded relevance, ranked; reported: MAP and MRR (over questions with at
   least one relevant passage) and the ROC-AUC of the relevance scores, overall and per language; with
@@ -35,6 +37,7 @@ from typing import Any
 
 from ragwatch.errors import ConfigError
 from ragwatch.sampling.sample import Sample, SampleChunk
+from ragwatch.scoring.judges.base import FAITHFULNESS, FULLY_SUPPORTED
 from ragwatch.scoring.retrieval_metrics import average_precision_from_labels
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "evaluate_faithfulness",
     "evaluate_relevance",
     "expected_calibration_error",
+    "hallucination_score",
     "load_rows",
     "main",
     "neutral_order_key",
@@ -261,6 +265,11 @@ def _claims_of(details: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
+def hallucination_score(scores: dict[str, float]) -> float:
+    """What AUC ranks responses by: ``1 − fully_supported`` where the judge gives it, else ``1 − faithfulness``."""
+    return 1.0 - float(scores.get(FULLY_SUPPORTED, scores.get(FAITHFULNESS, 1.0)))
+
+
 def evaluate_faithfulness(rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop) -> dict[str, Any]:
     """Score every row; summarise "contains a hallucination" overall, by task type and by language."""
     labels: list[bool] = []
@@ -272,10 +281,9 @@ def evaluate_faithfulness(rows: Sequence[dict[str, Any]], judge: Any, progress: 
         verdict = judge.score(row_to_sample(row, i))
         claims = _claims_of(verdict.details)
         flagged = any(c.get("verdict") == "UNSUPPORTED" for c in claims)
-        faithfulness = verdict.scores.get("faithfulness", 1.0)
         labels.append(bool(row["label_hallucinated"]))
         predictions.append(flagged)
-        scores.append(1.0 - float(faithfulness))
+        scores.append(hallucination_score(verdict.scores))
         groups["by_task_type"][str(row["task_type"])].append(i)
         groups["by_language"][str(row["language"])].append(i)
         progress(1)

