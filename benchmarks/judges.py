@@ -9,11 +9,15 @@ other load on the machine changes it less than wall time would. The trivial judg
 a set intersection) runs interleaved as an in-run floor.
 
 ``--semantic N`` adds the semantic tier and the embedding judge (extras ``semantic`` / ``embeddings``) on
-the first N samples, with their caches off (every pair and chunk is new, the worst case), scored through
-``score_many`` in batches of 8: samples and cross-encoder pairs per CPU-second, the share of claims
-re-scored, and the process's peak RSS before and after. The "warm" embedding row scores the same samples a
-second time with its caches on: chunk embeddings come from the cache, as when a retriever returns the same
-chunks again (claim pairs too: re-scored claims cost nothing there).
+the first N samples, scored through ``score_many`` in batches of 8 with torch at ``--threads`` CPU threads
+(default 1: CPU time per core is then what one worker process costs): samples and cross-encoder pairs per
+CPU-second, the share of claims re-scored, the bi-encoder's model calls, and the process's peak RSS before
+and after. The embedding judge runs three ways:
+
+* cold: its caches off, every chunk, question and claim new (the worst case);
+* warm: its chunk cache primed with the same chunks under other questions and no answers, as when a
+  retriever returns the same chunks again: every question, claim and cross-encoder pair is still new;
+* replay: the same samples again on the warm judge: every embedding and pair comes from its caches.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import resource
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +97,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--semantic", type=int, default=0, metavar="N", help="also the semantic judges on N samples")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for the semantic judges")
     args = parser.parse_args()
     samples = typical_samples(args.samples)
     judges = {"offline": OfflineJudge(), "trivial": TrivialJudge()}
@@ -116,7 +122,7 @@ def main() -> int:
     print(f"offline judge = {offline:.0f} samples/s per core (target ≥ 300): {'PASS' if offline >= 300 else 'FAIL'}")
     out: dict[str, Any] = {"rates": rates, "samples": len(samples), "rounds": args.rounds}
     if args.semantic:
-        out["semantic"] = semantic_rows(samples[: args.semantic], offline)
+        out["semantic"] = semantic_rows(samples[: args.semantic], offline, args.threads)
     if args.json:
         args.json.write_text(json.dumps(out))
     return 0
@@ -126,22 +132,25 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def semantic_rows(samples: list[Sample], offline_rate: float) -> dict[str, Any]:
-    """Samples and pairs per CPU-second of the semantic tier and the embedding judge (caches off)."""
+def semantic_rows(samples: list[Sample], offline_rate: float, threads: int = 1) -> dict[str, Any]:
+    """Samples and pairs per CPU-second of the semantic tier and the embedding judge: cold, warm, replay."""
     from ragwatch.scoring.judges.embedding import EmbeddingJudge
     from ragwatch.scoring.judges.semantic import SemanticJudge
 
     rows: dict[str, Any] = {}
-    print(f"{'judge':<16} {'samples/s/core':>15} {'pairs/s/core':>13} {'re-scored':>10} {'peak RSS MiB':>13}")
-    variants = (
-        ("semantic", SemanticJudge, 0),
-        ("embedding", EmbeddingJudge, 0),
-        ("embedding, warm", EmbeddingJudge, 4096),
+    print(f"torch threads: {threads}")
+    print(
+        f"{'judge':<18} {'samples/s/core':>15} {'pairs/s/core':>13} {'re-scored':>10} {'model calls':>12} "
+        f"{'peak RSS MiB':>13}"
     )
-    for name, make, cache in variants:
-        rss_before = _peak_rss_mib()
-        judge = make(cache_size=cache)
-        judge.score_many(samples if cache else samples[:2])  # warm up; with a cache: every chunk seen once
+    # the chunks without their questions and answers: what primes the chunk cache of the warm row
+    chunks_only = [
+        replace(s, sample_id=f"w{s.sample_id}", question=f"other question {i}?", answer=None)
+        for i, s in enumerate(samples)
+    ]
+
+    def run(name: str, judge: Any, rss_before: float) -> None:
+        calls = getattr(judge, "model_calls", 0)
         started = time.process_time()
         verdicts = []
         for b in range(0, len(samples), 8):
@@ -153,14 +162,27 @@ def semantic_rows(samples: list[Sample], offline_rate: float) -> dict[str, Any]:
             "samples_per_cpu_s": len(samples) / cpu,
             "pairs_per_cpu_s": pairs / cpu,
             "rescored_share": pairs / max(1, claims),
+            "model_calls": getattr(judge, "model_calls", 0) - calls,
             "rss_mib": [rss_before, _peak_rss_mib()],
         }
         r = rows[name]
         print(
-            f"{name:<16} {r['samples_per_cpu_s']:>15.1f} {r['pairs_per_cpu_s']:>13.1f} {r['rescored_share']:>10.0%} "
-            f"{rss_before:>6.0f} → {r['rss_mib'][1]:.0f}"
+            f"{name:<18} {r['samples_per_cpu_s']:>15.1f} {r['pairs_per_cpu_s']:>13.1f} {r['rescored_share']:>10.0%} "
+            f"{r['model_calls']:>12} {rss_before:>6.0f} → {r['rss_mib'][1]:.0f}"
         )
+
+    for name, make in (("semantic", SemanticJudge), ("embedding, cold", EmbeddingJudge)):
+        rss_before = _peak_rss_mib()
+        judge = make(cache_size=0, threads=threads)
+        judge.score_many(samples[:2])  # warm up (first-call costs), nothing cached
+        run(name, judge, rss_before)
         del judge
+    rss_before = _peak_rss_mib()
+    judge = EmbeddingJudge(cache_size=4096, threads=threads)
+    for b in range(0, len(chunks_only), 8):
+        judge.score_many(chunks_only[b : b + 8])
+    run("embedding, warm", judge, rss_before)
+    run("embedding, replay", judge, _peak_rss_mib())
     print(f"(offline judge in the same run: {offline_rate:.0f} samples/s per core)")
     return rows
 

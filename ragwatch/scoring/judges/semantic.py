@@ -29,15 +29,17 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ragwatch.errors import ConfigError
-from ragwatch.sampling.sample import Sample
+from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.judges.claim_features import SUPPORTED, UNSUPPORTED, ClaimAnalysis
 from ragwatch.scoring.judges.crossencoder import WEIGHTS_PATH, CrossEncoder, context_window, load_note
 from ragwatch.scoring.judges.offline import OfflineJudge, build_verdict
+from ragwatch.scoring.judges.text import TextAnalysis
 
 __all__ = ["LRUCache", "SemanticJudge"]
 
@@ -212,23 +214,28 @@ class SemanticJudge:
             analyses = self._offline._analyse(sample, ctx) if answer is not None and answer.strip() else []
             prepared.append((sample, chunks, text_analyses, analyses))
         rescored = self._rescore_many([(s, a) for s, _, _, a in prepared])
-        rels = self._chunk_relevance_many([(s.question or "", c, t) for s, c, t, _ in prepared])
+        relevances = self._relevance_many(prepared)
         verdicts = []
-        for (sample, chunks, _, analyses), idx, rel in zip(prepared, rescored, rels, strict=True):
-            question, answer = sample.question or "", sample.answer
-            verdict = build_verdict(
-                self.k, chunks, rel, answer, analyses, self._answer_relevance_fn(question, answer or "", analyses)
-            )
+        for (sample, chunks, _, analyses), idx, (rel, answer_relevance) in zip(
+            prepared, rescored, relevances, strict=True
+        ):
+            verdict = build_verdict(self.k, chunks, rel, sample.answer, analyses, answer_relevance)
             for i in idx:
                 verdict.details["claims"][i]["tier"] = "semantic"
             verdict.details["semantic"] = {"rescored": len(idx), "claims": len(analyses)}
             verdicts.append(verdict)
         return verdicts
 
-    # hooks the embedding judge overrides
-    def _chunk_relevance_many(self, items: list[tuple[str, list[Any], list[Any]]]) -> list[list[float]]:
-        """Per sample (question, chunks, their text analyses): each chunk's graded relevance."""
-        return [self._offline.relevance(q, [c.text or "" for c in ch], ta) if ch else [] for q, ch, ta in items]
-
-    def _answer_relevance_fn(self, question: str, answer: str, analyses: list[ClaimAnalysis]) -> Callable[[], float]:
-        return lambda: self._offline._answer_relevance(question, answer, analyses)
+    # the hook the embedding judge overrides
+    def _relevance_many(
+        self, prepared: list[tuple[Sample, list[SampleChunk], list[TextAnalysis], list[ClaimAnalysis]]]
+    ) -> list[tuple[list[float], Callable[[], float]]]:
+        """Per sample (with its chunks in rank order, their text analyses and its claims): each chunk's graded
+        relevance and its answer relevance, deferred (only a sample with an answer needs it). One hook for a
+        whole batch, so a judge with a model can read every text of the batch in one call."""
+        out: list[tuple[list[float], Callable[[], float]]] = []
+        for sample, chunks, text_analyses, analyses in prepared:
+            question = sample.question or ""
+            rels = self._offline.relevance(question, [c.text or "" for c in chunks], text_analyses) if chunks else []
+            out.append((rels, partial(self._offline._answer_relevance, question, sample.answer or "", analyses)))
+        return out
