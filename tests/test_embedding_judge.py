@@ -159,3 +159,99 @@ def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import now raises ImportError
     with pytest.raises(ConfigError, match=r"pip install 'ragwatch\[embeddings\]'"):
         EmbeddingJudge()
+
+
+class _EncodeSpy:
+    """Wraps the real bi-encoder's ``encode`` (the model still runs) and records each call's texts."""
+
+    def __init__(self, judge: EmbeddingJudge) -> None:
+        self.real = judge._embedder.encode
+        self.calls: list[list[str]] = []
+
+    def __call__(self, texts, *args, **kwargs):
+        self.calls.append(list(texts))
+        return self.real(texts, *args, **kwargs)
+
+
+PARAPHRASE_ANSWER = f"{PARAPHRASE} It worked within an hour."  # offline answer relevance 0.5: the claims count
+
+
+def _batch() -> list:
+    """Three samples: two share a chunk, one repeats another's question; all claims can raise answer relevance."""
+    return [
+        make("What did the physician do?", PARAPHRASE_ANSWER, CONTEXT),
+        make("What did the physician do?", "The doctor helped a patient with a headache.", CONTEXT[:1]),
+        make("How was the headache treated?", "A doctor gave medicine for it.", [CONTEXT[0], "Aspirin thins blood."]),
+    ]
+
+
+def test_score_many_embeds_every_distinct_text_of_a_batch_in_one_model_call(
+    judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragwatch.scoring.judges.semantic import LRUCache
+
+    for cache in ("_chunk_cache", "_text_cache"):
+        monkeypatch.setattr(judge, cache, LRUCache(16))
+    spy = _EncodeSpy(judge)
+    monkeypatch.setattr(judge._embedder, "encode", spy)
+    batch = _batch()
+    verdicts = judge.score_many(batch)
+    (texts,) = spy.calls  # one call for the whole batch (the old judge made one more per answered sample)
+    assert len(texts) == len(set(texts))  # each distinct text once
+    assert {"What did the physician do?", "How was the headache treated?", *CONTEXT, "Aspirin thins blood."} <= set(
+        texts
+    )
+    assert {PARAPHRASE, "It worked within an hour.", "A doctor gave medicine for it."} <= set(texts)  # claims
+    # the same answers as one at a time, where nothing is shared
+    for cache in ("_chunk_cache", "_text_cache"):
+        monkeypatch.setattr(judge, cache, LRUCache(0))
+    for sample, verdict in zip(batch, verdicts, strict=True):
+        alone = judge.score(sample)
+        assert alone.scores == pytest.approx(verdict.scores, abs=1e-4)
+    # a replay of the batch: every question, chunk and claim from the caches, no model call
+    for cache in ("_chunk_cache", "_text_cache"):
+        monkeypatch.setattr(judge, cache, LRUCache(16))
+    judge.score_many(batch)
+    spy.calls.clear()
+    again = judge.score_many(batch)
+    assert spy.calls == []
+    assert [v.scores for v in again] == [v.scores for v in verdicts]
+
+
+def test_text_embedding_cache_is_bounded(judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragwatch.scoring.judges.semantic import LRUCache
+
+    monkeypatch.setattr(judge, "_text_cache", LRUCache(3))
+    judge.score_many(_batch())  # 2 questions and 5 claims to embed
+    assert len(judge._text_cache) == 3
+
+
+def test_claims_are_not_embedded_when_answer_relevance_is_already_at_its_ceiling(
+    judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragwatch.scoring.judges.semantic import LRUCache
+
+    monkeypatch.setattr(judge, "_text_cache", LRUCache(0))
+    spy = _EncodeSpy(judge)
+    monkeypatch.setattr(judge._embedder, "encode", spy)
+    answered = judge.score(make("What is the capital of France?", "Paris is the capital of France.", CONTEXT))
+    assert answered.scores[ANSWER_RELEVANCE] == 1.0  # the offline figure: no cosine could raise it
+    assert "Paris is the capital of France." not in {t for call in spy.calls for t in call}
+    spy.calls.clear()
+    raised = judge.score(make("What did the physician do?", PARAPHRASE_ANSWER, CONTEXT))
+    assert PARAPHRASE in {t for call in spy.calls for t in call}
+    assert (
+        raised.scores[ANSWER_RELEVANCE]
+        > OfflineJudge().score(make("What did the physician do?", PARAPHRASE_ANSWER, CONTEXT)).scores[ANSWER_RELEVANCE]
+    )
+
+
+def test_chunks_are_read_up_to_the_models_trained_length(judge: EmbeddingJudge) -> None:
+    # all-MiniLM-L6-v2 was trained on 128 word pieces: text beyond them does not move a chunk's relevance
+    question = "What is the capital of France?"
+    long_chunk = " ".join([CONTEXT[1]] * 20)  # ~240 word pieces
+    tail = " The stock market closed higher on Friday." * 10
+    (before,) = judge.relevance(question, [long_chunk])
+    (after,) = judge.relevance(question, [long_chunk + tail])
+    assert after == pytest.approx(before, abs=1e-6)
+    assert judge._embedder.max_seq_length == 128
