@@ -2,11 +2,16 @@
 
     python benchmarks/judges.py                 # 400 samples, a few seconds
     python benchmarks/judges.py --samples 2000 --json /tmp/judges.json
+    python benchmarks/judges.py --compare /tmp/base   # against another checkout (git worktree add /tmp/base main)
 
 A "typical sample" is built from real RAGTruth QA rows in ``../shared/data`` (read, never copied): five
 chunks of about 150 words and an answer of about 80 words. Time is CPU time of this process (one core), so
 other load on the machine changes it less than wall time would. The trivial judge (a regex tokeniser and
 a set intersection) runs interleaved as an in-run floor.
+
+``--compare PATH`` times the offline judge of another checkout (its ``ragwatch`` package, on the same
+samples) in a child process, one round there after each round here, so both see the same minutes of a
+noisy machine; the ratio of the medians is the figure to quote, the absolute rates move with the load.
 
 ``--semantic N`` adds the semantic tier and the embedding judge (extras ``semantic`` / ``embeddings``) on
 the first N samples, scored through ``score_many`` in batches of 8 with torch at ``--threads`` CPU threads
@@ -28,6 +33,7 @@ import json
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -91,6 +97,45 @@ def measure(judge: Any, samples: list[Sample], rounds: int) -> list[float]:
     return rates
 
 
+def serve(judge: Any, count: int) -> None:
+    """The ``--compare`` child: one measured round per line read from stdin, its rate printed back."""
+    samples = typical_samples(count)
+    judge.score(samples[0])
+    import ragwatch  # which checkout's package this process really runs
+
+    print(Path(ragwatch.__file__).parent.parent, flush=True)
+    for _ in sys.stdin:
+        print(measure(judge, samples, 1)[0], flush=True)
+
+
+_CHILD = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from ragwatch.scoring.judges.offline import OfflineJudge; "
+    "sys.path.insert(1, sys.argv[2]); import judges; judges.serve(OfflineJudge(), int(sys.argv[3]))"
+)
+
+
+class Baseline:
+    """Another checkout's offline judge in a child process, measured one round at a time."""
+
+    def __init__(self, checkout: Path, count: int) -> None:
+        args = [sys.executable, "-c", _CHILD, str(checkout.resolve()), str(Path(__file__).parent), str(count)]
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._stdin, self._stdout = self._proc.stdin, self._proc.stdout
+        self.root = self._stdout.readline().strip()
+        if not self.root:
+            sys.exit(f"the --compare checkout {checkout} did not start")
+
+    def round(self) -> float:
+        self._stdin.write("go\n")
+        self._stdin.flush()
+        return float(self._stdout.readline())
+
+    def close(self) -> None:
+        self._stdin.close()
+        self._proc.wait(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=400)
@@ -98,15 +143,23 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--semantic", type=int, default=0, metavar="N", help="also the semantic judges on N samples")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for the semantic judges")
+    parser.add_argument("--compare", type=Path, metavar="PATH", help="also time the offline judge of this checkout")
     args = parser.parse_args()
     samples = typical_samples(args.samples)
     judges = {"offline": OfflineJudge(), "trivial": TrivialJudge()}
     for judge in judges.values():  # warm caches (compiled regexes, weights)
         judge.score(samples[0])
+    baseline = Baseline(args.compare, args.samples) if args.compare else None
     rates: dict[str, list[float]] = {name: [] for name in judges}
+    if baseline is not None:
+        rates["baseline"] = []
     for _ in range(args.rounds):  # interleaved, so machine noise hits both alike
         for name, judge in judges.items():
             rates[name] += measure(judge, samples, 1)
+        if baseline is not None:
+            rates["baseline"].append(baseline.round())
+    if baseline is not None:
+        baseline.close()
     chunk_words = statistics.mean(len((c.text or "").split()) for s in samples for c in s.chunks)
     answer_words = statistics.mean(len((s.answer or "").split()) for s in samples)
     print(f"date:    {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}")
@@ -121,6 +174,13 @@ def main() -> int:
     offline = statistics.median(rates["offline"])
     print(f"offline judge = {offline:.0f} samples/s per core (target ≥ 300): {'PASS' if offline >= 300 else 'FAIL'}")
     out: dict[str, Any] = {"rates": rates, "samples": len(samples), "rounds": args.rounds}
+    if baseline is not None:
+        ratio = offline / statistics.median(rates["baseline"])
+        per_round = statistics.median(a / b for a, b in zip(rates["offline"], rates["baseline"], strict=True))
+        print(
+            f"baseline = {baseline.root}: offline / baseline = {ratio:.2f} (median of per-round ratios {per_round:.2f})"
+        )
+        out["ratio"] = ratio
     if args.semantic:
         out["semantic"] = semantic_rows(samples[: args.semantic], offline, args.threads)
     if args.json:
