@@ -86,11 +86,12 @@ def _entities(question: str) -> list[set[str]]:
 
 def check_answer(question: str, answer: str) -> AnswerChecks:
     """The coverage and the three checks of the module docstring."""
-    q_toks = {t for t in content_tokens(question)}
-    a_toks = set(content_tokens(answer))
-    total = sum(token_prior(t) for t in q_toks)
-    coverage = sum(token_prior(t) for t in q_toks & a_toks) / total if total else 0.0
-    short = len(content_tokens(answer)) <= SHORT_TOKENS
+    q_toks = set(content_tokens(question))
+    answer_toks = content_tokens(answer)  # once: the answer is the longest text here
+    a_toks = set(answer_toks)
+    total = sum(map(token_prior, q_toks))
+    coverage = sum(map(token_prior, q_toks & a_toks)) / total if total else 0.0
+    short = len(answer_toks) <= SHORT_TOKENS
     names_entity: bool | None = None
     entities = _entities(question)
     if entities and not short:

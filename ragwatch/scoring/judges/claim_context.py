@@ -7,6 +7,7 @@ in :mod:`ragwatch.scoring.judges.claim_features`.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable
 
@@ -71,7 +72,6 @@ class ClaimContext:
         self.json_pol: dict[tuple[str, ...], int] = {}
         self.free_tokens: set[str] = set()
         mixed: set[tuple[str, ...]] = set()
-        postings = self.postings
         for ci, (text, an) in enumerate(zip(chunk_texts, analyses, strict=True)):
             for mention in an.numbers:
                 self.numbers.setdefault(mention.value, set()).add(mention.unit)
@@ -79,27 +79,7 @@ class ClaimContext:
             if pol:
                 _merge_polarity(self.json_pol, mixed, pol)
                 self.free_tokens.update(content_tokens(free_text))
-            for k, toks in enumerate(an.tokens):
-                if not toks:
-                    continue
-                si = len(self.sent_tokens)
-                tokset = frozenset(toks)
-                self.sent_tokens.append(tokset)
-                self.sent_seq.append(toks)
-                self.sent_weight.append(sum(token_prior(t) for t in tokset))
-                self.sent_chunk.append(ci)
-                self.sent_span.append(an.spans[k])
-                self.sent_neg.append(an.negations[k])
-                self.sent_strong.append(an.strong[k])
-                self.sent_modal.append(an.modal[k])
-                self.sent_approx.append(an.approx[k])
-                self.all_tokens |= tokset
-                self.bigrams.update(itertools.pairwise(toks))
-                for t in tokset:
-                    if t in postings:
-                        postings[t].append(si)
-                    else:
-                        postings[t] = [si]
+            self._add_sentences(ci, an)
             if not pol:
                 self.free_tokens |= self.all_tokens
         for key in mixed:
@@ -107,6 +87,35 @@ class ClaimContext:
         for key in list(self.json_pol):
             if all(t in self.free_tokens for t in key):  # the free text (a review) speaks about it too
                 del self.json_pol[key]
+
+    def _add_sentences(self, ci: int, an: TextAnalysis) -> None:
+        """Index the sentences of chunk ``ci`` that have a token (list-wide operations: ~50 per sample)."""
+        kept = [k for k, toks in enumerate(an.tokens) if toks]
+        if not kept:
+            return
+        first = len(self.sent_tokens)
+        seqs = [an.tokens[k] for k in kept]
+        sets = [frozenset(toks) for toks in seqs]
+        self.sent_tokens += sets
+        self.sent_seq += seqs
+        self.sent_weight += [sum(map(token_prior, s)) for s in sets]  # ints: exact in any order
+        self.sent_chunk += [ci] * len(kept)
+        self.sent_span += [an.spans[k] for k in kept]
+        self.sent_neg += [an.negations[k] for k in kept]
+        self.sent_strong += [an.strong[k] for k in kept]
+        self.sent_modal += [an.modal[k] for k in kept]
+        self.sent_approx += [an.approx[k] for k in kept]
+        self.all_tokens.update(*sets)
+        bigrams = self.bigrams
+        for toks in seqs:
+            bigrams.update(itertools.pairwise(toks))
+        postings = self.postings
+        for si, tokset in enumerate(sets, first):
+            for t in tokset:
+                if t in postings:
+                    postings[t].append(si)
+                else:
+                    postings[t] = [si]
 
     def sentence_scores(self, claim_toks: Iterable[str], weights: dict[str, int]) -> dict[int, int]:
         """Weighted overlap of the claim with every sentence that shares at least one token with it."""
@@ -121,7 +130,7 @@ class ClaimContext:
     def best_pair(self, claim_toks: set[str], weights: dict[str, int], scores: dict[int, int]) -> tuple[int, int]:
         """Best pair of adjacent sentences of one chunk, looked for around the best single sentences only."""
         best_p, best_pi = -1, -1
-        top = sorted(scores, key=lambda i: (-scores[i], i))[:4]
+        top = heapq.nsmallest(4, scores, key=lambda i: (-scores[i], i))  # = sorted(...)[:4]
         chunk_of = self.sent_chunk
         n = len(self.sent_tokens)
         for si in top:

@@ -257,6 +257,7 @@ def analyse_claims(
     rows: list[list[float]] = []
     has_context = bool(ctx.sent_tokens)
     n_features = len(FAITH_FEATURES)
+    given = question_toks | _META  # tokens a claim need not find in the context
     for claim in claims:
         text = mask_inline_code(claim.text)
         if is_unverifiable(text):
@@ -272,9 +273,8 @@ def analyse_claims(
             feats = [0.0] * n_features
             out.append(ClaimAnalysis(claim, False, feats, "no_context", 0.0, UNSUPPORTED, None, None))
             continue
-        given = question_toks | _META
         check = {t for t in tokset if t not in given or t[0] == "#"}
-        weights = {t: token_prior(t) for t in tokset}
+        weights = dict(zip(tokset, map(token_prior, tokset), strict=True))
         total = sum(weights[t] for t in check)
         full_total = sum(weights.values())
         all_tokens = ctx.all_tokens

@@ -39,6 +39,7 @@ relevances (:mod:`ragwatch.scoring.retrieval_metrics`).
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Iterator, Sequence
@@ -319,7 +320,7 @@ def analyse_candidates(
     q_toks = [_root(t) for t in content_tokens(question) if not _INTERROGATIVE_RE.search(t)]
     q_set = set(q_toks)
     root = _root
-    sents = [[{root(t) for t in sent} for sent in an.tokens] for an in analyses]
+    sents = [[set(map(root, sent)) for sent in an.tokens] for an in analyses]
     docs = [set().union(*ss) for ss in sents]
     n = len(docs)
     zero = [0.0] * len(DIRECT_FEATURES)
@@ -454,7 +455,7 @@ def consensus(near: Sequence[frozenset[str]], votes: Sequence[float], k: int = C
             value = vote_sum[t] - votes[i] - (count[t] - 1) * m
             if value > 0:
                 support.append((value, True))
-        top = sorted(support, reverse=True)[:k]
+        top = heapq.nlargest(k, support)  # = sorted(support, reverse=True)[:k]
         out[i] = math.fsum(min(1.0, s) for s, mine in top if mine) / k
     return out
 

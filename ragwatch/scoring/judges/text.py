@@ -264,18 +264,23 @@ def _word_info(word: str) -> tuple[tuple[str, ...], int, str]:
 
 # --------------------------------------------------------------------------------------------- the scan
 
-#: One token per match: a number (optionally with a currency before and a unit after), a CJK run, a word.
+#: One token per match: a word, a number (optionally with a currency before and a unit after), a CJK run.
+#: The alternatives start with disjoint characters, so their order changes no match; words, by far the most
+#: frequent, come first because the engine tries the alternatives in order at every position.
 _WORD_PATTERN = r"[A-Za-z]+(?:['’][A-Za-z]+)*(?:\.(?<=\b[A-Za-z]\.)(?:[A-Za-z]\.)+)?"  # "U.S." is one word
 _SCAN_RE = re.compile(
-    r"([$€£])?[ ]?(\d+(?:[.,:]\d+)*)(?:[ \t-]?(?i:(" + UNIT_ALT + r"))(?![A-Za-z]))?"
+    rf"({_WORD_PATTERN})"
+    r"|([$€£])?[ ]?(\d+(?:[.,:]\d+)*)(?:[ \t-]?(?i:(" + UNIT_ALT + r"))(?![A-Za-z]))?"
     rf"|([{CJK_CHARS}]+)"
-    rf"|({_WORD_PATTERN})"
 )
 #: Without a digit or a CJK character only the word alternative of ``_SCAN_RE`` can match.
 _WORD_RE = re.compile(_WORD_PATTERN)
 _NOT_WORDS_ONLY_RE = re.compile(rf"[\d{CJK_CHARS}]")
 #: Hyphenated spellings that are one word elsewhere ("Wi-Fi" = "WiFi", "e-mail" = "email").
 _HYPHEN_COMPOUND_RE = re.compile(r"\b(wi-fi|e-mail|on-line|web-site|take-out|check-in|check-out)\b", re.IGNORECASE)
+#: The letters around the hyphen of every compound above (same case rules): texts without them skip the
+#: substitution, whose alternation is tried at every position (most hyphens are "well-known").
+_HYPHEN_HINT_RE = re.compile(r"-(?<=[ienbk]-)[fmlsoi]", re.IGNORECASE)
 
 
 def _join_compound(m: re.Match[str]) -> str:
@@ -298,7 +303,9 @@ def _blank(m: re.Match[str]) -> str:
 
 def _join_compounds(text: str) -> str:
     """``text`` with hyphenated compounds joined ("Wi-Fi" → "WiFi "): same length, so offsets still hold."""
-    return _HYPHEN_COMPOUND_RE.sub(_join_compound, text) if "-" in text else text
+    if "-" not in text or _HYPHEN_HINT_RE.search(text) is None:
+        return text
+    return _HYPHEN_COMPOUND_RE.sub(_join_compound, text)
 
 
 @dataclass(slots=True)
@@ -357,7 +364,7 @@ def _scan_range(work: str, lo: int, hi: int, positions: bool) -> Scan:
     strong = modal = approx = ranged = False
     prev1 = prev2 = prev_num = ""
     for m in _SCAN_RE.finditer(work, lo, hi):
-        cur, num, unit, cjk, word = m.groups()
+        word, cur, num, unit, cjk = m.groups()
         before = len(tokens)
         if word is not None:
             toks, cue, low = _word_info(word)
