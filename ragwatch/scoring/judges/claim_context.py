@@ -7,7 +7,6 @@ in :mod:`ragwatch.scoring.judges.claim_features`.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Iterable
 
@@ -128,18 +127,23 @@ class ClaimContext:
         return scores
 
     def best_pair(self, claim_toks: set[str], weights: dict[str, int], scores: dict[int, int]) -> tuple[int, int]:
-        """Best pair of adjacent sentences of one chunk, looked for around the best single sentences only."""
+        """Best pair of adjacent sentences of one chunk, looked for around the best single sentences only.
+
+        ``scores`` must be :meth:`sentence_scores` of the same tokens and weights: a pair's overlap is then
+        the two sentences' scores less the weight of the claim tokens both contain (integers, exact).
+        """
         best_p, best_pi = -1, -1
-        top = heapq.nsmallest(4, scores, key=lambda i: (-scores[i], i))  # = sorted(...)[:4]
+        top = sorted(scores, key=lambda i: (-scores[i], i))[:4]
         chunk_of = self.sent_chunk
-        n = len(self.sent_tokens)
+        sent_tokens = self.sent_tokens
+        n = len(sent_tokens)
         for si in top:
             for a in (si - 1, si):
                 b = a + 1
                 if a < 0 or b >= n or chunk_of[a] != chunk_of[b]:
                     continue
-                union = self.sent_tokens[a] | self.sent_tokens[b]
-                sc = sum(weights[t] for t in claim_toks if t in union)
+                both = claim_toks.intersection(sent_tokens[a], sent_tokens[b])
+                sc = scores.get(a, 0) + scores.get(b, 0) - sum(map(weights.__getitem__, both))
                 if sc > best_p:
                     best_p, best_pi = sc, a
         return best_p, best_pi

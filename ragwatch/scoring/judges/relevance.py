@@ -39,8 +39,8 @@ relevances (:mod:`ragwatch.scoring.retrieval_metrics`).
 
 from __future__ import annotations
 
-import heapq
 import math
+import operator
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -436,6 +436,8 @@ def consensus(near: Sequence[frozenset[str]], votes: Sequence[float], k: int = C
         groups.setdefault(c, []).append((vote_sum[t], t))
     for group in groups.values():
         group.sort(reverse=True)
+    # A word only candidate i has gives i exactly 0.0 support (its vote sum is votes[i]): never positive.
+    shared = frozenset(t for t, c in count.items() if c > 1)
     for i, words in enumerate(near):
         if not words:
             continue
@@ -451,11 +453,11 @@ def consensus(near: Sequence[frozenset[str]], votes: Sequence[float], k: int = C
                     break
                 support.append((value, False))
                 taken += 1
-        for t in words:
+        for t in words & shared:  # order-free: only the multiset of supports matters below
             value = vote_sum[t] - votes[i] - (count[t] - 1) * m
             if value > 0:
                 support.append((value, True))
-        top = heapq.nlargest(k, support)  # = sorted(support, reverse=True)[:k]
+        top = sorted(support, reverse=True)[:k]
         out[i] = math.fsum(min(1.0, s) for s, mine in top if mine) / k
     return out
 
@@ -464,7 +466,9 @@ def consensus(near: Sequence[frozenset[str]], votes: Sequence[float], k: int = C
 
 
 def _dot(coef: Sequence[float], xs: Sequence[float]) -> float:
-    return sum(c * x for c, x in zip(coef, xs, strict=True))
+    if len(coef) != len(xs):
+        raise ValueError("weights and features differ in length")
+    return sum(map(operator.mul, coef, xs))  # left to right, as a generator would add them
 
 
 def load_weights(path: Path | None = None) -> tuple[dict[str, Any], str]:
