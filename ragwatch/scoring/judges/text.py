@@ -141,6 +141,7 @@ def token_prior(tok: str) -> int:
     return 10
 
 
+@lru_cache(maxsize=65536)
 def _number_token(raw: str) -> str:
     """One spelling per value: ``1,523`` → ``#1523``; ``4.0`` → ``#4``; times keep their colon."""
     if "," in raw:  # "1,523" is one number; "3,4" in a list keeps the first (the caller splits lists)
@@ -191,6 +192,10 @@ class NumberMention:
 
     value: str
     unit: str | None
+
+
+#: Mentions are immutable and repeat (years, small counts): one instance per (value, unit).
+_mention = lru_cache(maxsize=65536)(NumberMention)
 
 
 # -------------------------------------------------------------------------------- negation and hedges
@@ -364,8 +369,7 @@ def _scan_range(work: str, lo: int, hi: int, positions: bool) -> Scan:
     strong = modal = approx = ranged = False
     prev1 = prev2 = prev_num = ""
     for m in _SCAN_RE.finditer(work, lo, hi):
-        word, cur, num, unit, cjk = m.groups()
-        before = len(tokens)
+        word = m[1]  # the common case first, without unpacking every group
         if word is not None:
             toks, cue, low = _word_info(word)
             if cue:
@@ -383,9 +387,14 @@ def _scan_range(work: str, lo: int, hi: int, positions: bool) -> Scan:
                         approx = True
                 elif (prev1, low) in _STRONG_PAIRS and prev2 != "you":  # not "if you plan to"
                     strong = True
+            if pos_list is not None:
+                pos_list.extend([m.start()] * len(toks))
             extend(toks)
             prev2, prev1 = prev1, low
-        elif num is not None:
+            continue
+        _, cur, num, unit, cjk = m.groups()
+        if num is not None:
+            before = len(tokens)
             start = m.start()
             # an approximator right before the number ("about 30", not 'blog about "100 Days"')
             approximated = (prev1 in _APPROX_WORDS or (prev2, prev1) in _APPROX_PAIRS) and _word_before(work, start, lo)
@@ -411,7 +420,7 @@ def _scan_range(work: str, lo: int, hi: int, positions: bool) -> Scan:
                 if piece:
                     value = _number_token(piece)
                     append(value)
-                    mentions.append(NumberMention(value, norm_unit if i == last else None))
+                    mentions.append(_mention(value, norm_unit if i == last else None))
                     if approximated:
                         approx_numbers.add(value)
             if unit:
@@ -419,6 +428,8 @@ def _scan_range(work: str, lo: int, hi: int, positions: bool) -> Scan:
                     extend(word_tokens(unit))
                 elif unit not in CJK_FUNCTION:
                     append(unit)
+            if pos_list is not None:
+                pos_list.extend([start] * (len(tokens) - before))
             prev2, prev1 = prev1, "#"
         else:
             n = len(cjk)
@@ -436,9 +447,6 @@ def _scan_range(work: str, lo: int, hi: int, positions: bool) -> Scan:
                         if pos_list is not None:
                             pos_list.append(start + i)  # each bigram at its own offset (negation scopes)
             prev2, prev1 = prev1, ""
-            continue
-        if pos_list is not None:
-            pos_list.extend([m.start()] * (len(tokens) - before))
     return Scan(tokens, mentions, negs, strong, modal, approx, approx_numbers, pos_list, neg_list, ranged)
 
 
