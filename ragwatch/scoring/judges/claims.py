@@ -141,13 +141,16 @@ _TERMINAL = tuple(".!?。！？；;:：")
 
 def mask_inline_code(text: str) -> str:
     """``text`` with inline code replaced by spaces (same length): code is quoted, not asserted."""
+    if "`" not in text:  # the common case, without the call into the regex engine
+        return text
     return _INLINE_CODE_RE.sub(lambda m: " " * len(m.group()), text)
 
 
 def _protected(text: str) -> list[tuple[int, int]]:
     """Ranges no sentence boundary may fall in: inline code, URLs and e-mail addresses."""
-    spans = [m.span() for m in _INLINE_CODE_RE.finditer(text)]
-    spans += [m.span() for m in _URL_RE.finditer(text)]
+    spans = [m.span() for m in _INLINE_CODE_RE.finditer(text)] if "`" in text else []
+    if "://" in text or "www." in text or "@" in text:  # every URL or address has one; the e-mail
+        spans += [m.span() for m in _URL_RE.finditer(text)]  # alternative backtracks over every word
     return sorted(spans)
 
 
@@ -157,7 +160,7 @@ def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
 
 def _lines(text: str) -> list[tuple[int, int]]:
     """Line ranges of ``text`` outside fenced code blocks, with list markers and headings cut off."""
-    fences = [m.span() for m in _FENCE_RE.finditer(text)]
+    fences = [m.span() for m in _FENCE_RE.finditer(text)] if "```" in text or "~~~" in text else []
     out = []
     pos = 0
     for line in text.split("\n"):

@@ -79,6 +79,6 @@ def is_unverifiable(text: str) -> bool:
     low = stripped.lower()
     return (
         (any(k in low for k in _REFUSAL_KEYS) and _REFUSAL_RE.search(stripped) is not None)
-        or _FRAMING_RE.search(stripped) is not None
+        or _FRAMING_RE.match(stripped) is not None  # every alternative is anchored at ^
         or _COURTESY_RE.search(stripped) is not None
     )
