@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragwatch.scoring.judges.text import scan
+from ragwatch.scoring.judges.text import analyse_text, scan, sentence_spans
 from ragwatch.scoring.judges.text_rules import entity_tokens, json_polarity, negation_reach, negation_scopes
 
 
@@ -65,3 +65,52 @@ def test_json_keys_are_whole_and_only_settings_have_polarity() -> None:
     polarity, _ = json_polarity(record)
     assert polarity == {("outdoor", "seat"): -1, ("wifi",): 1, ("takeout",): 1, ("alcohol",): -1, ("music",): 0}
     assert "takeout" in scan("They offer take-out.").tokens and "takeout" in scan("Takeout only").tokens
+
+
+# The judge reads a chunk's sentences as ranges of the chunk and words-only text in bulk (for speed); both
+# must give exactly what scanning each sentence's own text word by word gives.
+_EDGE_TEXTS = [
+    "It takes about\nan hour. They plan\nto go. The price went up by about. 30 came; 5-6 left.",  # no state across
+    "They plan to. Open the U.S. office in 2024! Next, if you plan to visit, call.",
+    "There is no-fly zone here. No. The no\n-smoking sign. It is not open; it can't be.",
+    'Wi-Fi and e-mail. {"WiFi": "no", "NoiseLevel": "u\'quiet\'"}, {"take-out": true}',
+    "预计明年约1200万人。没有\n30左右！不断增长。It may be about an hour. Around half came.",
+    "Stop!Next sentence starts here. e.g. the plan. Fewer than 5 left. He expected 3 km.",
+    "A. B. 5. $ 5 is about 5 dollars. Nearly a dozen. At least 10:30 pm. almost some ten.",
+]
+
+
+def test_analyse_text_equals_scanning_each_sentence_alone() -> None:
+    for text in _EDGE_TEXTS:
+        an = analyse_text(text)
+        alone = [scan(text[s:e]) for s, e in sentence_spans(text)]
+        assert an.spans == sentence_spans(text)
+        assert an.tokens == [sc.tokens for sc in alone], text
+        assert an.negations == [sc.negation_count for sc in alone], text
+        assert an.strong == [sc.strong for sc in alone], text
+        assert an.modal == [sc.modal for sc in alone], text
+        assert an.approx == [sc.approx for sc in alone], text
+        assert an.numbers == [m for sc in alone for m in sc.numbers], text
+
+
+def test_the_words_only_pass_agrees_with_the_full_one() -> None:
+    # positions=True always takes the full pass; without, words-only text takes the bulk one
+    words_only = [
+        "They plan to open it. If you plan to go, they are scheduled for noon and poised to win.",
+        "It is not open, there is no-fly zone and no one can't say; nobody came.",
+        "Reportedly it may open, possibly about an hour later, around half of them, over a dozen.",
+        "The U.S. office and the e-mail and Wi-Fi are new, the check-in is late.",
+    ]
+    for text in words_only + _EDGE_TEXTS:
+        fast, full = scan(text), scan(text, positions=True)
+        assert (fast.tokens, fast.negation_count, fast.strong, fast.modal, fast.approx) == (
+            full.tokens,
+            full.negation_count,
+            full.strong,
+            full.modal,
+            full.approx,
+        ), text
+        assert (fast.numbers, fast.approx_numbers, fast.ranged) == (full.numbers, full.approx_numbers, full.ranged)
+    assert scan(words_only[0]).strong and not scan("If you plan to go.").strong
+    assert scan(words_only[1]).negation_count == 4  # "no-fly" negates nothing
+    assert scan(words_only[2]).approx and scan(words_only[2]).modal and scan(words_only[2]).strong
