@@ -21,6 +21,7 @@ hedges, entities, JSON polarity) in :mod:`ragwatch.scoring.judges.text_rules`.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -450,13 +451,16 @@ def _scan_range(work: str, lo: int, hi: int, positions: bool) -> Scan:
     return Scan(tokens, mentions, negs, strong, modal, approx, approx_numbers, pos_list, neg_list, ranged)
 
 
+_TOKS, _CUE = operator.itemgetter(0), operator.itemgetter(1)
+
+
 def _scan_words(work: str, lo: int, hi: int) -> Scan | None:
     """:func:`_scan_range` of a range that holds words only (no digit, no CJK character), about three times
     faster: the words are looked up in bulk and only the few that carry a cue are visited, with the same
     rules. ``None`` (let the full pass decide) when a "no" may open a compound such as "no-fly"."""
     infos = list(map(_word_info, _WORD_RE.findall(work, lo, hi)))
-    tokens = [t for toks, _, _ in infos for t in toks]
-    cues = [cue for _, cue, _ in infos]
+    tokens = list(itertools.chain.from_iterable(map(_TOKS, infos)))
+    cues = list(map(_CUE, infos))
     negs = 0
     strong = modal = approx = False
     for k in itertools.compress(range(len(cues)), cues):
@@ -515,6 +519,31 @@ _SENT_END_RE = re.compile(
 )
 
 
+#: Every match of ``_SENT_END_RE`` starts with one of these characters.
+_SENT_END_START_RE = re.compile(r"[。！？；!?.;\n\"}]")
+
+
+def _sentence_ends(text: str) -> list[int]:
+    """Ends of the ``_SENT_END_RE`` matches, as ``finditer`` would find them.
+
+    The pattern is tried only where it can start: finding those characters is a plain character-set scan
+    in the regex engine, while ``finditer`` evaluates the pattern's look-ahead at every position. Every
+    match consumes a character, so trying the candidates in order from the last match's end finds the
+    same leftmost, non-overlapping matches.
+    """
+    ends = []
+    pos = 0
+    search, match = _SENT_END_START_RE.search, _SENT_END_RE.match
+    while (c := search(text, pos)) is not None:
+        m = match(text, c.start())
+        if m is None:
+            pos = c.start() + 1
+        else:
+            pos = m.end()
+            ends.append(pos)
+    return ends
+
+
 def sentence_spans(text: str, min_chars: int = 3) -> list[tuple[int, int]]:
     """Fast, approximate sentence boundaries for *context* text, as (start, end) offsets.
 
@@ -523,7 +552,7 @@ def sentence_spans(text: str, min_chars: int = 3) -> list[tuple[int, int]]:
     """
     spans = []
     pos = 0
-    ends = [m.end() for m in _SENT_END_RE.finditer(text)]
+    ends = _sentence_ends(text)
     if not ends or ends[-1] < len(text):
         ends.append(len(text))
     for end in ends:
