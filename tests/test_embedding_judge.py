@@ -33,7 +33,10 @@ CONTEXT = [
     "The physician prescribed the medication to relieve the patient's severe headache.",
     "Paris is the capital of France and its largest city.",
 ]
-PARAPHRASE = "A doctor gave the patient medicine to ease a strong headache."
+#: A paraphrase the lexical model rejects and the shipped cross-encoder accepts: the cascade's plumbing
+#: (verdict, evidence, tier) is tested on it; its accuracy is measured by eval-judge, not here. (The
+#: 128-word-piece weights of 2026-12-01 reject "gave the patient medicine", which prescribing does not entail.)
+PARAPHRASE = "A doctor prescribed medicine to ease a strong headache."
 
 
 @pytest.fixture(scope="module")

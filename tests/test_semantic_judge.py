@@ -16,7 +16,7 @@ if os.environ.get("CI") != "true":
     pytest.importorskip("transformers")
 
 from ragwatch.errors import ConfigError
-from ragwatch.scoring.judges import make_judges
+from ragwatch.scoring.judges import crossencoder, make_judges
 from ragwatch.scoring.judges.claim_features import SUPPORTED
 from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, base_model_dir, context_window, load_note
 from ragwatch.scoring.judges.offline import OfflineJudge
@@ -182,7 +182,8 @@ def test_context_window_keeps_the_evidence_and_the_budget() -> None:
     evidence = "Sentence number 50 talks about topic 50."
     window = context_window(text, evidence)
     assert evidence in window and window in text
-    assert len(window) <= 230
+    assert len(window) <= crossencoder._BUDGET_LATIN  # the pair budget, in characters
+    assert len(window) > crossencoder._BUDGET_LATIN // 2  # and the window uses it
     assert window.index(evidence) < len(window) // 2  # more of what follows than of what precedes
     assert context_window(text, None) == text[: len(context_window(text, None))]
     assert evidence in context_window(text[: text.index(evidence) + len(evidence)], evidence)  # at the chunk's end
