@@ -81,3 +81,16 @@ def test_make_judges() -> None:
         make_judges(["oracle"])
     with pytest.raises(ConfigError, match="judges"):
         load_settings(judges=["oracle"])
+
+
+def test_close_closes_the_llm_judges_http_client() -> None:
+    """eval-judge closes the judge it built; a cascade must pass that on, or the LLM judge's pooled sockets
+    leak until garbage collection (a ResourceWarning in whichever test runs next)."""
+    from ragwatch.scoring.judges.llm import LLMJudge
+    from ragwatch.scoring.judges.offline import OfflineJudge
+
+    llm = LLMJudge("http://127.0.0.1:9", "judge-model", api_key="")
+    cascade = CascadeJudge(OfflineJudge(), llm)
+    assert not llm._client.is_closed
+    cascade.close()
+    assert llm._client.is_closed

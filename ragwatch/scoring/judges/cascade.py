@@ -45,6 +45,13 @@ class CascadeJudge:
         self._rng = rng
         self.version = f"{first.name}:{first.version}>{second.name}:{second.version}"
 
+    def close(self) -> None:
+        """Close both judges that hold resources (the LLM judge's HTTP client), so its sockets do not leak."""
+        for judge in (self.first, self.second):
+            close = getattr(judge, "close", None)
+            if callable(close):
+                close()
+
     def score(self, sample: Sample) -> Verdict:
         cheap = self.first.score(sample)
         value = cheap.scores.get(self.metric)
