@@ -120,3 +120,40 @@ def hotel_pipeline(rw: ragwatch.RagWatch, chunks: list[dict[str, Any]]) -> Calla
         return generate(question, retrieve(question))
 
     return answer
+
+
+@pytest.fixture
+def close_openai_clients() -> Iterator[None]:
+    """Close every OpenAI SDK client the test built (directly or inside LangChain's ChatOpenAI).
+
+    The tests talk to the local OpenAI-protocol server through real SDK clients; left open, a client's pooled
+    socket is closed by the garbage collector at some later moment, and the ResourceWarning (an error under
+    ``filterwarnings = error``) fails whichever test happens to be running then.
+    """
+    import asyncio
+
+    openai = pytest.importorskip("openai")
+    made: list[Any] = []
+    originals = {cls: cls.__init__ for cls in (openai.OpenAI, openai.AsyncOpenAI)}
+
+    def tracking(cls: type) -> Callable[..., None]:
+        original = originals[cls]
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            made.append(self)
+
+        return __init__
+
+    for cls in originals:
+        cls.__init__ = tracking(cls)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for cls, original in originals.items():
+            cls.__init__ = original  # type: ignore[method-assign]
+        for client in made:
+            if isinstance(client, openai.AsyncOpenAI):
+                asyncio.run(client.close())
+            else:
+                client.close()

@@ -28,6 +28,8 @@ from langchain_core.runnables import RunnablePassthrough  # noqa: E402
 
 from ragwatch.integrations.langchain import AsyncRagwatchCallbackHandler, RagwatchCallbackHandler  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("close_openai_clients")  # SDK clients closed after each test
+
 MODEL = "gpt-4o-mini"
 ANSWER = "Hotels are capped at 600 CNY per night."
 DOCS = [

@@ -25,6 +25,8 @@ from tests.test_watch import expected_cost
 openai = require_package("openai")
 from ragwatch.integrations.openai import instrument, uninstrument  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("close_openai_clients")  # SDK clients closed after each test
+
 MODEL = "gpt-4o-mini"
 MESSAGES = [{"role": "user", "content": "How much for hotels?"}]
 

@@ -23,6 +23,8 @@ from tests.openai_stub import OpenAIStub, usage_chat_reply
 from tests.servers import require_package
 from tests.test_watch import expected_cost
 
+pytestmark = pytest.mark.usefixtures("close_openai_clients")  # SDK clients closed after each test
+
 MODEL = "gpt-4o-mini"
 QUESTION = "How much for hotels?"
 
