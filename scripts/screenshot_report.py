@@ -10,18 +10,14 @@ the committed image stays small.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+sys.path.insert(0, str(ROOT))
+
+from tests.servers import CHROMIUM_FLAGS  # noqa: E402  (the flags the page tests use)
 
 
 def main() -> None:
@@ -45,7 +41,7 @@ def main() -> None:
     html = Path(args.html) if args.html else Path(tempfile.mkdtemp()) / "report.html"
     html.write_text(render_html(data), encoding="utf-8")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1480}, device_scale_factor=0.75)
         page.goto(html.as_uri())
         page.wait_for_selector(".uplot canvas")

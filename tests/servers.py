@@ -14,6 +14,17 @@ from typing import Any
 
 import pytest
 
+#: Headless Chromium, offline: no sandbox (root in CI), no GPU, nothing fetched in the background. The page
+#: tests and ``scripts/screenshot_report.py`` launch the browser with these, so the picture is what is tested.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
 
 def free_port() -> int:
     with socket.socket() as s:

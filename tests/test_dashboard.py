@@ -30,19 +30,11 @@ from ragwatch.report.sources import QueueSource
 from ragwatch.scoring.health import serve_worker_http
 from ragwatch.scoring.worker import Worker
 from tests.scored import XSS_ANSWER, XSS_CHUNK, XSS_QUESTION, XSS_ROUTE, scored_records
-from tests.servers import free_port, require_binary
+from tests.servers import CHROMIUM_FLAGS, free_port, require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 THRESHOLDS = {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35, "context_precision_3": 0.65}
 POLICY = Policy(window_samples=20, min_samples=8, window_seconds=120, hold_seconds=10, min_dwell_seconds=10)
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 METRICS = ["faithfulness", "answer_relevance", "context_relevance", "context_precision_3"]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -92,17 +93,12 @@ def test_openllmetry_openai_spans_with_a_semconv_retrieval(
     openai = require_package("openai")
     from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=otel.provider)
-    try:
-        stub.script(billed_reply())
+    with instrumented(OpenAIInstrumentor(), otel, stub):
         client = openai.OpenAI(api_key="test", base_url=stub.url, max_retries=0)
         with otel.tracer.start_as_current_span("rag request"):
             retrieval_span(otel)
             client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": QUESTION}])
             assert otel.runs == []  # the request is not over until its root span ends
-    finally:
-        instrumentor.uninstrument()
     (run,) = otel.runs
     root = root_of(otel, "rag request")
     assert run.trace_id == format(root.context.trace_id, "032x")
@@ -117,20 +113,27 @@ def test_openllmetry_openai_spans_with_a_semconv_retrieval(
         assert stage_count(registry, stage) == 1
 
 
+@contextmanager
+def instrumented(instrumentor: Any, otel: Setup, stub: OpenAIStub) -> Iterator[None]:
+    """An OpenTelemetry instrumentation on the test's provider, the local server scripted with a billed
+    reply, and the instrumentation removed again whatever the test body does."""
+    instrumentor.instrument(tracer_provider=otel.provider)
+    try:
+        stub.script(billed_reply())
+        yield
+    finally:
+        instrumentor.uninstrument()
+
+
 def test_opentelemetry_contrib_openai_v2_spans(otel: Setup, registry: CollectorRegistry, stub: OpenAIStub) -> None:
     """The contrib instrumentation reports model and tokens on the span (text goes to log events)."""
     require_package("opentelemetry.instrumentation.openai_v2")
     openai = require_package("openai")
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=otel.provider)
-    try:
-        stub.script(billed_reply())
+    with instrumented(OpenAIInstrumentor(), otel, stub):
         client = openai.OpenAI(api_key="test", base_url=stub.url, max_retries=0)
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": QUESTION}])
-    finally:
-        instrumentor.uninstrument()
     (run,) = otel.runs  # a bare LLM call is its own trace, so its own run
     assert (
         run.model == MODEL and run.usage is not None and (run.usage.input_tokens, run.usage.output_tokens) == (1200, 7)
@@ -146,14 +149,9 @@ def test_openinference_langchain_spans(otel: Setup, registry: CollectorRegistry,
 
     from tests.test_integration_langchain import make_chain
 
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=otel.provider)
-    try:
-        stub.script(billed_reply())
+    with instrumented(LangChainInstrumentor(), otel, stub):
         llm = langchain_openai.ChatOpenAI(model=MODEL, api_key="test", base_url=stub.url, max_retries=0)
         assert make_chain(llm).invoke(QUESTION) == "600 CNY."
-    finally:
-        instrumentor.uninstrument()
     (run,) = otel.runs
     assert run.question == QUESTION and run.answer == "600 CNY."
     # OpenInference keeps the Document metadata as JSON, where the scores are
