@@ -160,6 +160,7 @@ FEATURE_CODE = (
     "claim_context.py",
     "unverifiable.py",
     "text.py",
+    "text_scan.py",
     "text_lexicon.py",
     "text_rules.py",
     "claims.py",

@@ -110,7 +110,7 @@ def fit_offset(z: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> flo
 
 def _feature_code_digest() -> str:
     judges = kit.ROOT / "ragwatch" / "scoring" / "judges"
-    files = ("relevance.py", "text.py", "text_lexicon.py")
+    files = ("relevance.py", "text.py", "text_scan.py", "text_lexicon.py")
     return hashlib.sha256(b"".join((judges / f).read_bytes() for f in files)).hexdigest()[:12]
 
 

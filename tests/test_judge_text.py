@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ragwatch.scoring.judges.text import analyse_text, scan, sentence_spans
+from ragwatch.scoring.judges.text import analyse_text, sentence_spans
 from ragwatch.scoring.judges.text_rules import entity_tokens, json_polarity, negation_reach, negation_scopes
+from ragwatch.scoring.judges.text_scan import scan
 
 
 def test_an_approximator_must_stand_right_before_its_number() -> None:

@@ -9,8 +9,9 @@ httpx); ``llm_prompts`` and ``llm_output`` hold the prompt and the parsing and c
 What the other modules own: ``base`` (the protocol, score names), ``offline`` (the offline judge: its model,
 weights and scores), ``claim_features`` (each claim's features, hard rules and verdicts), ``claim_context``
 (the retrieved chunks indexed for the claims), ``unverifiable`` (refusals, meta and framing lines),
-``claims`` (splitting an answer into claims), ``text`` (tokenising, the scan, context sentences),
-``text_lexicon`` (its word lists and units), ``text_rules`` (negation, hedges, entities, JSON polarity),
+``claims`` (splitting an answer into claims), ``text`` (context sentences, their analysis, token weights),
+``text_scan`` (the tokenising pass: tokens, numbers, negation and hedge cues), ``text_lexicon`` (its word
+lists and units), ``text_rules`` (negation, hedges, entities, JSON polarity),
 ``relevance`` and ``answer_relevance`` (chunk and answer relevance), ``trees`` and ``calibration`` (the model
 evaluation and weight files), ``semantic``, ``embedding``, ``crossencoder``, ``cascade`` and ``trivial`` (the
 other judges).

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from ragwatch.scoring.judges.claim_context import ClaimContext
 from ragwatch.scoring.judges.claims import Claim, mask_inline_code
-from ragwatch.scoring.judges.text import NumberMention, scan, stem, token_prior
+from ragwatch.scoring.judges.text import token_prior
 from ragwatch.scoring.judges.text_rules import entity_tokens, negation_reach, negation_scopes
+from ragwatch.scoring.judges.text_scan import NumberMention, scan, stem
 from ragwatch.scoring.judges.unverifiable import is_unverifiable
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ragwatch.scoring.judges.text import CJK_CHARS
+from ragwatch.scoring.judges.text_scan import CJK_CHARS
 
 __all__ = ["Claim", "mask_inline_code", "split_claims"]
 

@@ -1,115 +1,41 @@
-"""Language-light text analysis shared by the offline judge: tokens, numbers, negation and hedges.
+"""A passage as the judges read it: its sentences, each sentence's tokens and cues, and what a token weighs.
 
-The offline judge has no model, so everything it knows about a sentence comes from here. The choices are
-deliberately simple and symmetric — the same function normalises the claim and the context, so a quirk of
-the stemmer costs nothing as long as both sides share it:
+The offline judge has no model, so everything it knows about a sentence comes from here. The tokens,
+numbers and negation/hedge cues themselves come from the one tokenising pass in
+:mod:`ragwatch.scoring.judges.text_scan` (it says how words, CJK text and numbers are normalised); this
+module cuts context text into sentences, gives each its scan (:func:`analyse_text`) and weighs tokens
+(:func:`token_prior`). The word lists and unit table live in :mod:`ragwatch.scoring.judges.text_lexicon`;
+the rule helpers read off one scan (negation scope and reach, hedges, entities, JSON polarity) in
+:mod:`ragwatch.scoring.judges.text_rules`.
 
-* English: lower-cased words (camelCase split, so a JSON key ``RestaurantsTakeOut`` matches "takeout"),
-  a light suffix-stripping stemmer, a stopword list; month abbreviations and small number words are
-  folded to one spelling ("Feb" = "february", "nine" = "9").
-* CJK: overlapping character bigrams (a lone character stays a unigram); bigrams made only of function
-  characters (的, 了, 是 …) are dropped. No word segmenter is needed and none is downloaded.
-* Numbers: one token per number, with thousands separators removed and ``4.0`` = ``4``, prefixed ``#``
-  so "2019" never collides with a word; :func:`numbers` also reports the unit that follows a number.
-
-Everything is regex + dict lookups with compiled patterns and memoised stemming, because the judge must
-score hundreds of samples per second per core. The word lists and unit table live in
-:mod:`ragwatch.scoring.judges.text_lexicon`; the rule helpers read off one scan (negation scope and reach,
-hedges, entities, JSON polarity) in :mod:`ragwatch.scoring.judges.text_rules`.
+Everything is regex + dict lookups with compiled patterns and memoised work, because the judge must
+score hundreds of samples per second per core.
 """
 
 from __future__ import annotations
 
-import itertools
-import operator
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ragwatch.scoring.judges.text_lexicon import (
-    CJK_FUNCTION,
-    MONTHS,
-    NUMBER_WORDS,
-    SCALES,
-    STOPWORDS,
-    UNIT_ALT,
-    UNITS,
-    wordset,
-)
+from ragwatch.scoring.judges.text_lexicon import wordset
+from ragwatch.scoring.judges.text_scan import NumberMention, scan, scan_spans, stem
 
 __all__ = [
-    "CJK_CHARS",
     "GENERIC_WORDS",
-    "NumberMention",
-    "Scan",
     "TextAnalysis",
     "analyse_text",
     "content_tokens",
     "is_cjk",
     "numbers",
-    "scan",
     "sentence_spans",
-    "stem",
     "token_prior",
-    "word_tokens",
 ]
-
-#: CJK ideographs (unified, extension A, compatibility) — the characters tokenised as bigrams.
-CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-
-
-_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[a-z]+")
-_THOUSANDS_RE = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 
 
 def is_cjk(ch: str) -> bool:
     """Whether one character is a CJK ideograph (used to decide spacing and claim language)."""
     return "\u3400" <= ch <= "\u4dbf" or "\u4e00" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
-
-
-@lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """A light, symmetric suffix stripper: "formed", "forms", "forming" and "form" meet; so do "provides",
-    "provided" and "provide" (a final "e" is always dropped). Cheap and memoised."""
-    w = word
-    if w.endswith(("'s", "’s")):
-        w = w[:-2]
-    if len(w) <= 3:
-        return w[:-1] if len(w) == 3 and w[-1] == "e" else w  # "use" meets "used"
-    # plural / third person
-    if w.endswith("ies") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("sses") or w.endswith(("ches", "shes", "xes", "zes")):
-        w = w[:-2]
-    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        w = w[:-1]
-    # verb and adverb suffixes
-    if w.endswith("ied") and len(w) > 4:
-        w = w[:-3] + "y"
-    elif w.endswith("eed"):
-        w = w[:-1]
-    elif w.endswith("ing") and len(w) > 5:
-        w = w[:-3]
-        if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lsz":
-            w = w[:-1]
-    elif w.endswith("ed") and len(w) > 3:
-        w = w[:-2]
-        if len(w) > 2 and w[-1] == w[-2] and w[-1] not in "lsz":
-            w = w[:-1]
-    elif w.endswith("ly") and len(w) > 5:
-        w = w[:-2]
-    if w.endswith("e") and len(w) > 3:
-        w = w[:-1]
-    return w
-
-
-def _clock(raw: str, suffix: str) -> str:
-    """A 12-hour time as a 24-hour one: ("5", "pm") → "17:00", ("12:30", "am") → "0:30"."""
-    hour, _, minute = raw.partition(":")
-    if not hour.isdigit() or (minute and not minute.isdigit()):
-        return raw
-    h = int(hour) % 12 + (12 if suffix.lower().startswith("p") else 0)
-    return f"{h}:{int(minute or 0):02d}"
 
 
 #: English words that are content words grammatically but say little about *what* a text asserts.
@@ -140,360 +66,6 @@ def token_prior(tok: str) -> int:
     if tok.isascii():
         return 10 if len(tok) > 3 else 7
     return 10
-
-
-@lru_cache(maxsize=65536)
-def _number_token(raw: str) -> str:
-    """One spelling per value: ``1,523`` → ``#1523``; ``4.0`` → ``#4``; times keep their colon."""
-    if "," in raw:  # "1,523" is one number; "3,4" in a list keeps the first (the caller splits lists)
-        raw = raw.replace(",", "") if _THOUSANDS_RE.match(raw) else raw.split(",", 1)[0]
-    if ":" in raw:
-        parts = raw.split(":")
-        if all(p.isdigit() for p in parts):
-            return "#" + ":".join([str(int(parts[0]))] + [p.zfill(2) for p in parts[1:]])
-        raw = parts[0]
-    if raw.count(".") == 1:
-        head, tail = raw.split(".")
-        tail = tail.rstrip("0")
-        head = head.lstrip("0") or "0"
-        return "#" + (head + "." + tail if tail else head)
-    if "." in raw:  # version number: keep verbatim
-        return "#" + raw
-    return "#" + (raw.lstrip("0") or "0")
-
-
-@lru_cache(maxsize=65536)
-def word_tokens(word: str) -> tuple[str, ...]:
-    """Normalised tokens of one Latin word: camelCase split, stopwords dropped, months/numbers folded."""
-    parts = [word]
-    if not word.islower() and not word.isupper():
-        split = _CAMEL_RE.findall(word)
-        if all(len(p) >= 3 for p in split):  # "OutdoorSeating" splits, "WiFi" and "iPhone" stay whole
-            parts = split
-            if "Take" in parts and "Out" in parts:  # one word in prose ("takeout", "take-out")
-                i = parts.index("Take")
-                if parts[i + 1 : i + 2] == ["Out"]:
-                    parts[i : i + 2] = ["takeout"]
-    out = []
-    for part in parts:
-        low = part.lower().replace("’", "'")
-        if low in STOPWORDS or len(low) == 1:
-            continue
-        if low in NUMBER_WORDS:
-            out.append("#" + NUMBER_WORDS[low])
-            continue
-        low = MONTHS.get(low, low)
-        out.append(stem(low))
-    return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class NumberMention:
-    """A number with the unit that qualifies it (``None`` when bare); ``value`` is its ``#`` token."""
-
-    value: str
-    unit: str | None
-
-
-#: Mentions are immutable and repeat (years, small counts): one instance per (value, unit).
-_mention = lru_cache(maxsize=65536)(NumberMention)
-
-
-# -------------------------------------------------------------------------------- negation and hedges
-# English cues are recognised word by word during the one tokenising pass (a set lookup per word is far
-# cheaper than a case-insensitive alternation regex over the whole text); Chinese cues use small regexes.
-
-_NEG_WORDS = wordset(
-    "not no never none nobody nothing neither without cannot lack lacks lacking absent avoid avoids avoiding"
-)
-#: Strong hedges: the context says something is expected, planned or estimated, not that it happened.
-_STRONG_WORDS = wordset(
-    "expected expects estimated estimates projected forecast anticipated predicted reportedly allegedly rumored "
-    "rumoured planned"
-)
-_STRONG_PAIRS = frozenset(
-    {("plans", "to"), ("plan", "to"), ("scheduled", "to"), ("scheduled", "for"), ("poised", "to")}
-)
-#: Modal hedges: possibility rather than fact ("may", 可能). Weaker: writers paraphrase "may" as "can".
-_MODAL_WORDS = wordset("may might could possibly possible probably potentially perhaps likely unlikely")
-#: Approximators that soften the number after them: "about 30", "more than 5", "约30", "30左右".
-_APPROX_WORDS = wordset("about around approximately roughly nearly almost some over under upwards")
-_APPROX_PAIRS = frozenset(
-    {
-        ("close", "to"),
-        ("more", "than"),
-        ("less", "than"),
-        ("fewer", "than"),
-        ("at", "least"),
-        ("at", "most"),
-        ("an", "estimated"),
-        ("up", "to"),
-    }
-)
-_APPROX_NOUNS = wordset("a an one two three four five six seven eight nine ten half few dozen")
-
-_NEG_ZH_RE = re.compile(r"不|没有|没|未|非|无|勿|否")
-#: Frequent compounds in which the character does not negate ("不断", "非常", "无论", "未来" …).
-_NEG_ZH_FALSE = re.compile(
-    r"不仅|不断|不过|不少|不同|不久|不错|不论|不管|不得不|不但|无论|无数|无线|无人机|非常|非洲|未来"
-    r"|是否|否则|能否|可否|与否|差不多|不得|毫无疑问"
-)
-_STRONG_ZH_RE = re.compile(r"预计|或将|有望|预期|预测|估计|据称|据报道|拟于|拟将|计划于|计划将")
-_MODAL_ZH_RE = re.compile(r"可能|或许|也许|大概")
-_APPROX_ZH_RE = re.compile(r"(?:[约近逾超]|大约|多达|约为)\s?(\d[\d,.]*)|(\d[\d,.]*)[^\d，。,.]{0,3}左右")
-_HAS_CJK_RE = re.compile(f"[{CJK_CHARS}]")
-
-#: Cue classes of a word. ``_PAIR_END`` ("to", "for") is a strong hedge only after "plans", "scheduled" ….
-_NONE, _NEG, _MODAL, _STRONG, _APPROX_NOUN, _PAIR_END = 0, 1, 2, 3, 4, 5
-
-
-@lru_cache(maxsize=131072)
-def _word_info(word: str) -> tuple[tuple[str, ...], int, str]:
-    """Tokens of a raw word, its cue class and its lower-case form, memoised (words repeat a lot)."""
-    if "." in word:  # "U.S." is "US"
-        word = word.replace(".", "")
-    low = word.lower()
-    if low in _NEG_WORDS or low.endswith(("n't", "n’t")):
-        cue = _NEG
-    elif low in _MODAL_WORDS:
-        cue = _MODAL
-    elif low in _STRONG_WORDS:
-        cue = _STRONG
-    elif low in _APPROX_NOUNS:
-        cue = _APPROX_NOUN
-    elif low in ("to", "for"):
-        cue = _PAIR_END
-    else:
-        cue = _NONE
-    return word_tokens(word), cue, low
-
-
-# --------------------------------------------------------------------------------------------- the scan
-
-#: One token per match: a word, a number (optionally with a currency before and a unit after), a CJK run.
-#: The alternatives start with disjoint characters, so their order changes no match; words, by far the most
-#: frequent, come first because the engine tries the alternatives in order at every position.
-_WORD_PATTERN = r"[A-Za-z]+(?:['’][A-Za-z]+)*(?:\.(?<=\b[A-Za-z]\.)(?:[A-Za-z]\.)+)?"  # "U.S." is one word
-_SCAN_RE = re.compile(
-    rf"({_WORD_PATTERN})"
-    r"|([$€£])?[ ]?(\d+(?:[.,:]\d+)*)(?:[ \t-]?(?i:(" + UNIT_ALT + r"))(?![A-Za-z]))?"
-    rf"|([{CJK_CHARS}]+)"
-)
-#: Without a digit or a CJK character only the word alternative of ``_SCAN_RE`` can match.
-_WORD_RE = re.compile(_WORD_PATTERN)
-_NOT_WORDS_ONLY_RE = re.compile(rf"[\d{CJK_CHARS}]")
-#: Hyphenated spellings that are one word elsewhere ("Wi-Fi" = "WiFi", "e-mail" = "email").
-_HYPHEN_COMPOUND_RE = re.compile(r"\b(wi-fi|e-mail|on-line|web-site|take-out|check-in|check-out)\b", re.IGNORECASE)
-#: The letters around the hyphen of every compound above (same case rules): texts without them skip the
-#: substitution, whose alternation is tried at every position (most hyphens are "well-known").
-_HYPHEN_HINT_RE = re.compile(r"-(?<=[ienbk]-)[fmlsoi]", re.IGNORECASE)
-
-
-def _join_compound(m: re.Match[str]) -> str:
-    """Same length out as in, so offsets stay offsets into the original text."""
-    word = m.group().replace("-", "")
-    return word + " "
-
-
-def _word_before(text: str, pos: int, lo: int) -> bool:
-    """Whether only spaces separate ``pos`` from the word before it (looking no further back than ``lo``)."""
-    k = pos
-    while k > lo and text[k - 1] == " ":
-        k -= 1
-    return k > lo and text[k - 1].isalpha()
-
-
-def _blank(m: re.Match[str]) -> str:
-    return "\u3000" * len(m.group())
-
-
-def _join_compounds(text: str) -> str:
-    """``text`` with hyphenated compounds joined ("Wi-Fi" → "WiFi "): same length, so offsets still hold."""
-    if "-" not in text or _HYPHEN_HINT_RE.search(text) is None:
-        return text
-    return _HYPHEN_COMPOUND_RE.sub(_join_compound, text)
-
-
-@dataclass(slots=True)
-class Scan:
-    """What one pass over a text found: content tokens, numbers with units, negation and hedge cues.
-
-    ``positions`` (offsets of tokens) and ``negations`` (offsets of negators) are filled only when asked
-    for; the counts and flags always are.
-    """
-
-    tokens: list[str]
-    numbers: list[NumberMention]
-    negation_count: int
-    strong: bool
-    modal: bool
-    approx: bool
-    approx_numbers: set[str]
-    positions: list[int] | None = None
-    negations: list[int] | None = None
-    ranged: bool = False
-
-
-def scan(text: str, positions: bool = False) -> Scan:
-    """Tokens, numbers and cues of ``text`` in a single tokenising pass.
-
-    Tokens: English stems (stopwords dropped, camelCase split, months and small number words folded), CJK
-    character bigrams (a lone character stays a unigram; bigrams of two function characters are
-    dropped), one ``#`` token per number. A unit after a number is both recorded in its mention and
-    tokenised like any other word, so "3 km" still matches "3 kilometres" by value.
-    """
-    sc = _scan_range(_join_compounds(text), 0, len(text), positions)
-    if _HAS_CJK_RE.search(text):
-        _add_cjk_cues(sc, text)
-    return sc
-
-
-def _scan_range(work: str, lo: int, hi: int, positions: bool) -> Scan:
-    """The tokenising pass over ``work[lo:hi]`` (compounds already joined), read exactly as that slice.
-
-    Offsets are into ``work``. The regex runs with ``pos``/``endpos`` and every look around the match is
-    bounded by ``lo``/``hi``, so a passage's sentences are scanned without slicing it (see
-    :func:`analyse_text`); Chinese cues are added by :func:`_add_cjk_cues`.
-    """
-    if not positions and _NOT_WORDS_ONLY_RE.search(work, lo, hi) is None:
-        words_only = _scan_words(work, lo, hi)
-        if words_only is not None:
-            return words_only
-    tokens: list[str] = []
-    append = tokens.append
-    extend = tokens.extend
-    mentions: list[NumberMention] = []
-    approx_numbers: set[str] = set()
-    pos_list: list[int] | None = [] if positions else None
-    neg_list: list[int] | None = [] if positions else None
-    negs = 0
-    strong = modal = approx = ranged = False
-    prev1 = prev2 = prev_num = ""
-    for m in _SCAN_RE.finditer(work, lo, hi):
-        word = m[1]  # the common case first, without unpacking every group
-        if word is not None:
-            toks, cue, low = _word_info(word)
-            if cue:
-                if cue == _NEG:
-                    if low != "no" or not work.startswith("-", m.end(), hi):  # "no-fly list" negates nothing
-                        negs += 1
-                        if neg_list is not None:
-                            neg_list.append(m.start())
-                elif cue == _MODAL:
-                    modal = True
-                elif cue == _STRONG:
-                    strong = True
-                elif cue == _APPROX_NOUN:
-                    if prev1 in _APPROX_WORDS:  # "about an hour", "around half"
-                        approx = True
-                elif (prev1, low) in _STRONG_PAIRS and prev2 != "you":  # not "if you plan to"
-                    strong = True
-            if pos_list is not None:
-                pos_list.extend([m.start()] * len(toks))
-            extend(toks)
-            prev2, prev1 = prev1, low
-            continue
-        _, cur, num, unit, cjk = m.groups()
-        if num is not None:
-            before = len(tokens)
-            start = m.start()
-            # an approximator right before the number ("about 30", not 'blog about "100 Days"')
-            approximated = (prev1 in _APPROX_WORDS or (prev2, prev1) in _APPROX_PAIRS) and _word_before(work, start, lo)
-            approx = approx or approximated
-            # "6 to 8 minutes", "4-6": a range is itself imprecise (but "2022-01-18" is a date)
-            hyphen_range = prev1 == "#" and start - lo > 1 and work[start - 1] in "-–" and work[start - 2].isdigit()
-            ranged = ranged or (hyphen_range and num[0] != "0" != prev_num[0]) or (prev1 == "to" and prev2 == "#")
-            prev_num = num
-            if ":" in num and "." in num.split(":", 1)[0]:
-                pieces = num.split(".", 1)  # "2012.12:01": a date run into a time
-            else:
-                pieces = num.split(",") if "," in num and not _THOUSANDS_RE.match(num) else (num,)
-            norm_unit = UNITS.get(unit.lower()) if unit else None
-            if norm_unit == "time":  # "5:30 pm" is "17:30", as a 24-hour clock (or a JSON record) writes it
-                pieces = (*pieces[:-1], _clock(pieces[-1], unit))
-                norm_unit = unit = None
-            if norm_unit == "year" and unit == "年" and len(num) == 4:
-                norm_unit = None  # "2019年" is a date, not a duration
-            if cur:  # "$5 million" is "usd million": a currency never hides the scale word after it
-                norm_unit = UNITS[cur] + (" " + norm_unit if norm_unit in SCALES else "")
-            last = len(pieces) - 1
-            for i, piece in enumerate(pieces):
-                if piece:
-                    value = _number_token(piece)
-                    append(value)
-                    mentions.append(_mention(value, norm_unit if i == last else None))
-                    if approximated:
-                        approx_numbers.add(value)
-            if unit:
-                if unit[0].isascii():
-                    extend(word_tokens(unit))
-                elif unit not in CJK_FUNCTION:
-                    append(unit)
-            if pos_list is not None:
-                pos_list.extend([start] * (len(tokens) - before))
-            prev2, prev1 = prev1, "#"
-        else:
-            n = len(cjk)
-            start = m.start()
-            if n == 1:
-                if cjk not in CJK_FUNCTION:
-                    append(cjk)
-                    if pos_list is not None:
-                        pos_list.append(start)
-            else:
-                for i in range(n - 1):
-                    a, b = cjk[i], cjk[i + 1]
-                    if a not in CJK_FUNCTION or b not in CJK_FUNCTION:
-                        append(a + b)
-                        if pos_list is not None:
-                            pos_list.append(start + i)  # each bigram at its own offset (negation scopes)
-            prev2, prev1 = prev1, ""
-    return Scan(tokens, mentions, negs, strong, modal, approx, approx_numbers, pos_list, neg_list, ranged)
-
-
-_TOKS, _CUE = operator.itemgetter(0), operator.itemgetter(1)
-
-
-def _scan_words(work: str, lo: int, hi: int) -> Scan | None:
-    """:func:`_scan_range` of a range that holds words only (no digit, no CJK character), about three times
-    faster: the words are looked up in bulk and only the few that carry a cue are visited, with the same
-    rules. ``None`` (let the full pass decide) when a "no" may open a compound such as "no-fly"."""
-    infos = list(map(_word_info, _WORD_RE.findall(work, lo, hi)))
-    tokens = list(itertools.chain.from_iterable(map(_TOKS, infos)))
-    cues = list(map(_CUE, infos))
-    negs = 0
-    strong = modal = approx = False
-    for k in itertools.compress(range(len(cues)), cues):
-        cue = cues[k]
-        if cue == _NEG:
-            if infos[k][2] == "no" and work.find("-", lo, hi) >= 0:
-                return None
-            negs += 1
-        elif cue == _MODAL:
-            modal = True
-        elif cue == _STRONG:
-            strong = True
-        elif cue == _APPROX_NOUN:
-            approx = approx or (k > 0 and infos[k - 1][2] in _APPROX_WORDS)
-        elif k > 0 and (infos[k - 1][2], infos[k][2]) in _STRONG_PAIRS and (k < 2 or infos[k - 2][2] != "you"):
-            strong = True
-    return Scan(tokens, [], negs, strong, modal, approx, set())
-
-
-def _add_cjk_cues(sc: Scan, text: str) -> None:
-    """Chinese negators and hedges of ``text`` (the text :func:`_scan_range` read), added to its scan."""
-    if sc.negations is not None:
-        sc.negations.extend(m.start() for m in _NEG_ZH_RE.finditer(_NEG_ZH_FALSE.sub(_blank, text)))
-        sc.negations.sort()
-        sc.negation_count = len(sc.negations)
-    else:
-        sc.negation_count += len(_NEG_ZH_RE.findall(_NEG_ZH_FALSE.sub(_blank, text)))
-    sc.strong = sc.strong or _STRONG_ZH_RE.search(text) is not None
-    sc.modal = sc.modal or _MODAL_ZH_RE.search(text) is not None
-    for m in _APPROX_ZH_RE.finditer(text):
-        sc.approx = True
-        raw = (m.group(1) or m.group(2)).rstrip(".,")
-        sc.approx_numbers.update(t for t in scan(raw).tokens if t[0] == "#")
 
 
 def content_tokens(text: str) -> list[str]:
@@ -582,31 +154,16 @@ class TextAnalysis:
 
 
 def analyse_text(text: str) -> TextAnalysis:
-    """Sentences of ``text`` (as :func:`sentence_spans`), each scanned as if it stood alone.
-
-    The judge's hottest path (a dozen sentences per chunk, five chunks per sample), so the passage is
-    prepared once — compounds joined, the CJK test — and each sentence is read as a range of it, never a
-    slice. Every sentence starts after whitespace or a terminator, so the tokeniser's look-behinds see the
-    same non-word character there as at the start of a slice: the same tokens and cues as scanning each
-    sentence's own text (``tests/test_judge_text.py`` checks it).
-    """
+    """Sentences of ``text`` (as :func:`sentence_spans`), each scanned as if it stood alone (see
+    :func:`~ragwatch.scoring.judges.text_scan.scan_spans`, which reads them as ranges of the passage)."""
     spans = sentence_spans(text)
-    work = _join_compounds(text)
-    has_cjk = _HAS_CJK_RE.search(text) is not None
-    tokens: list[list[str]] = []
-    negs: list[int] = []
-    strong: list[bool] = []
-    modal: list[bool] = []
-    approx: list[bool] = []
-    mentions: list[NumberMention] = []
-    for s, e in spans:
-        sc = _scan_range(work, s, e, False)
-        if has_cjk and _HAS_CJK_RE.search(text, s, e):
-            _add_cjk_cues(sc, text[s:e])
-        tokens.append(sc.tokens)
-        negs.append(sc.negation_count)
-        strong.append(sc.strong)
-        modal.append(sc.modal)
-        approx.append(sc.approx)
-        mentions.extend(sc.numbers)
-    return TextAnalysis(spans, tokens, negs, strong, modal, approx, mentions)
+    scans = scan_spans(text, spans)
+    return TextAnalysis(
+        spans,
+        [sc.tokens for sc in scans],
+        [sc.negation_count for sc in scans],
+        [sc.strong for sc in scans],
+        [sc.modal for sc in scans],
+        [sc.approx for sc in scans],
+        [m for sc in scans for m in sc.numbers],
+    )

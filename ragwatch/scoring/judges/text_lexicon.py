@@ -1,7 +1,7 @@
 """The word lists and tables the offline judge's tokeniser reads: stopwords, CJK function characters,
 month and number-word spellings, and the units a number may carry.
 
-Apart from the tokenising code (:mod:`ragwatch.scoring.judges.text`) because they are data, edited on their
+Apart from the tokenising code (:mod:`ragwatch.scoring.judges.text_scan`) because they are data, edited on their
 own ("add a unit", "drop a stopword") and long; the code that uses them reads better without them between
 its functions.
 """

@@ -3,7 +3,7 @@ named-entity tokens, the polarity of structured (JSON) values.
 
 They answer the questions the judge's hard rules ask (does this negation govern that word, is this number
 only approximated, does this record say "no" to WiFi), on top of the tokens and cues of
-:func:`ragwatch.scoring.judges.text.scan`; the tokenising itself stays in :mod:`ragwatch.scoring.judges.text`.
+:func:`ragwatch.scoring.judges.text_scan.scan`; the tokenising itself stays in :mod:`ragwatch.scoring.judges.text_scan`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
-from ragwatch.scoring.judges.text import scan, word_tokens
+from ragwatch.scoring.judges.text_scan import scan, word_tokens
 
 __all__ = [
     "approximated_numbers",
