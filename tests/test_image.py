@@ -20,12 +20,14 @@ import stat
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import tomllib
 import yaml
 
 from ragwatch.cli import build_parser
@@ -36,6 +38,7 @@ from tests.servers import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 UID = GID = 10001
+MODEL_PACKAGE = "packages/ragwatch-semantic-model"
 
 
 def _dockerfile() -> str:
@@ -159,6 +162,7 @@ def image_venv() -> Iterator[Path]:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, context / name)
     shutil.copytree(ROOT / "ragwatch", context / "ragwatch", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "packages", context / "packages", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing may shadow the installed wheel
     dist = base / "dist"
     subprocess.run(
@@ -168,6 +172,12 @@ def image_venv() -> Iterator[Path]:
         env=clean,
     )
     [wheel] = dist.glob("ragwatch-*.whl")
+    subprocess.run(  # the image builds the model's wheel too (the semantic and embeddings extras need it)
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(context / MODEL_PACKAGE)],
+        check=True,
+        capture_output=True,
+        env=clean,
+    )
     venv = base / "venv"
     # the system interpreter, as in the image: this session's own Python may live where uid 10001 cannot reach
     python = shutil.which("python3", path="/usr/local/bin:/usr/bin") or pytest.fail("no system python3")
@@ -181,6 +191,28 @@ def image_venv() -> Iterator[Path]:
     subprocess.run([str(venv / "bin/python"), "-m", "compileall", "-q", str(venv)], check=True)
     yield venv
     shutil.rmtree(base, ignore_errors=True)
+
+
+def test_core_wheel_leaves_the_semantic_tensors_to_their_package(image_venv: Path) -> None:
+    """The 14 MB of trained tensors ship in ragwatch-semantic-model, which only the extras pull in."""
+    dist = image_venv.parent / "dist"
+    [core] = dist.glob("ragwatch-*.whl")
+    [model] = dist.glob("ragwatch_semantic_model-*.whl")
+    with zipfile.ZipFile(core) as wheel:
+        names = wheel.namelist()
+    assert "ragwatch/scoring/judges/offline_weights.json" in names  # the default judge's weights stay in core
+    assert not [n for n in names if n.endswith(".safetensors") or "semantic_weights" in n]
+    assert core.stat().st_size < 2_000_000
+    with zipfile.ZipFile(model) as wheel:
+        assert {
+            "ragwatch_semantic_model/semantic_weights.json",
+            "ragwatch_semantic_model/semantic_weights.safetensors",
+        } <= set(wheel.namelist())
+    # the extras pin the model package at the version the repository builds
+    version = model.name.split("-")[1]
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("semantic", "embeddings"):
+        assert f"ragwatch-semantic-model=={version}" in pins[extra]
 
 
 def _written_by(uid: int, roots: list[Path], inside: Path) -> list[str]:

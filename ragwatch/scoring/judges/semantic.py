@@ -37,7 +37,8 @@ from ragwatch.errors import ConfigError
 from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.judges.claim_features import SUPPORTED, UNSUPPORTED, ClaimAnalysis
-from ragwatch.scoring.judges.crossencoder import WEIGHTS_PATH, CrossEncoder, context_window, load_note
+from ragwatch.scoring.judges.crossencoder import CrossEncoder, context_window, load_note
+from ragwatch.scoring.judges.crossencoder import weights_path as _shipped_note  # the parameter takes the name
 from ragwatch.scoring.judges.offline import OfflineJudge, build_verdict
 from ragwatch.scoring.judges.text import TextAnalysis
 
@@ -89,9 +90,9 @@ class SemanticJudge:
     """The offline judge with a cross-encoder for its uncertain claims (see the module docstring).
 
     ``k`` is the K of Context Precision@K; ``weights_path`` the note of the trained tensors (default: the
-    shipped ``semantic_weights.json``); ``band`` overrides the note's cascade band (the distance from the
-    offline threshold within which a claim is re-scored: 0 re-scores nothing, 1 everything);
-    ``cache_size`` bounds the pair-score cache; ``threads`` fixes torch's CPU threads.
+    ``semantic_weights.json`` of the ``ragwatch-semantic-model`` package); ``band`` overrides the note's
+    cascade band (the distance from the offline threshold within which a claim is re-scored: 0 re-scores
+    nothing, 1 everything); ``cache_size`` bounds the pair-score cache; ``threads`` fixes torch's CPU threads.
     """
 
     name = "semantic"
@@ -109,7 +110,7 @@ class SemanticJudge:
     ) -> None:
         if k < 1:
             raise ValueError("k must be at least 1")
-        path = Path(weights_path) if weights_path else WEIGHTS_PATH
+        path = Path(weights_path) if weights_path else _shipped_note()
         if path.suffix == ".safetensors":
             path = path.with_suffix(".json")
         self.note = note if note is not None else load_note(path)
