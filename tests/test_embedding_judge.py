@@ -119,7 +119,7 @@ def test_score_names_and_ranges(judge: EmbeddingJudge) -> None:
 
 
 def test_chunk_embeddings_are_cached_by_chunk_and_bounded(judge: EmbeddingJudge) -> None:
-    from ragwatch.scoring.judges.semantic import LRUCache
+    from ragwatch.scoring.judges.lru import LRUCache
 
     encoded: list[str] = []
     encode = judge._encode
@@ -191,7 +191,7 @@ def _batch() -> list:
 def test_score_many_embeds_every_distinct_text_of_a_batch_in_one_model_call(
     judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragwatch.scoring.judges.semantic import LRUCache
+    from ragwatch.scoring.judges.lru import LRUCache
 
     for cache in ("_chunk_cache", "_text_cache"):
         monkeypatch.setattr(judge, cache, LRUCache(16))
@@ -222,7 +222,7 @@ def test_score_many_embeds_every_distinct_text_of_a_batch_in_one_model_call(
 
 
 def test_text_embedding_cache_is_bounded(judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ragwatch.scoring.judges.semantic import LRUCache
+    from ragwatch.scoring.judges.lru import LRUCache
 
     monkeypatch.setattr(judge, "_text_cache", LRUCache(3))
     judge.score_many(_batch())  # 2 questions and 5 claims to embed
@@ -232,7 +232,7 @@ def test_text_embedding_cache_is_bounded(judge: EmbeddingJudge, monkeypatch: pyt
 def test_claims_are_not_embedded_when_answer_relevance_is_already_at_its_ceiling(
     judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragwatch.scoring.judges.semantic import LRUCache
+    from ragwatch.scoring.judges.lru import LRUCache
 
     monkeypatch.setattr(judge, "_text_cache", LRUCache(0))
     spy = _EncodeSpy(judge)

@@ -487,3 +487,37 @@ def test_fully_supported_is_the_product_over_verifiable_claims(judge: OfflineJud
     assert vetoed.scores["fully_supported"] <= 0.25  # a veto caps the claim's P, so the answer ranks low
     refusal = judge.score(make("How long is the bridge?", "I don't know.", [BRIDGE]))
     assert refusal.scores["fully_supported"] == 1.0  # nothing checkable was said
+
+
+# -------------------------------------------------------------------------------- chunk-analysis cache
+
+
+def test_chunk_cache_is_keyed_by_text_not_id_and_bounded() -> None:
+    """A chunk id reused for new text (an index rebuilt, ids by position) must not be judged on the old text."""
+    cached = OfflineJudge(chunk_cache_size=2)
+    old = make("How long is the bridge?", "The bridge is 120 meters long.", [BRIDGE])
+    new = make("How long is the bridge?", "The bridge is 120 meters long.", [BRIDGE.replace("120", "80")])
+    assert cached.score(old).scores["faithfulness"] == 1.0
+    again = cached.score(new)  # same id "c1", same answer: only the text differs
+    assert again.scores == OfflineJudge(chunk_cache_size=0).score(new).scores
+    assert again.details["claims"][0]["verdict"] == UNSUPPORTED
+    for i in range(5):
+        cached.score(make("q?", "a.", [f"Chunk number {i} says something else."]))
+    assert len(cached._chunks) == 2
+
+
+def test_chunk_cache_changes_no_verdict() -> None:
+    """Warm (chunks read before, under other questions) and cold judges give the same record."""
+    texts = [BRIDGE, "The river is 40 km long. The bridge was repaired in 2005.", "Tickets cost 5 euros."]
+    samples = [
+        make("How long is the bridge?", "The bridge is 120 meters long and was repaired in 2005.", texts),
+        make("When was it built?", "It was built in 1990, probably.", texts[::-1]),
+        make("What do tickets cost?", "Tickets cost 7 euros.", texts[1:]),
+    ]
+    warm, cold = OfflineJudge(), OfflineJudge(chunk_cache_size=0)
+    for s in samples:
+        warm.score(make("another question?", None, [c.text or "" for c in s.chunks]))
+    hits = warm._chunks.hits
+    assert [warm.score(s).details for s in samples] == [cold.score(s).details for s in samples]
+    assert warm._chunks.hits - hits >= 8  # every chunk of the three samples came from the cache
+    assert len(cold._chunks) == 0

@@ -19,8 +19,9 @@ from ragwatch.errors import ConfigError
 from ragwatch.scoring.judges import crossencoder, make_judges
 from ragwatch.scoring.judges.claim_features import SUPPORTED
 from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, base_model_dir, context_window, load_note, weights_path
+from ragwatch.scoring.judges.lru import LRUCache
 from ragwatch.scoring.judges.offline import OfflineJudge
-from ragwatch.scoring.judges.semantic import LRUCache, SemanticJudge
+from ragwatch.scoring.judges.semantic import SemanticJudge
 from ragwatch.settings import JUDGE_NAMES, Settings
 from tests.conftest import judge_sample as make
 

@@ -44,7 +44,8 @@ from ragwatch.errors import ConfigError
 from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.calibration import sigmoid
 from ragwatch.scoring.judges.claim_features import ClaimAnalysis
-from ragwatch.scoring.judges.semantic import LRUCache, SemanticJudge
+from ragwatch.scoring.judges.lru import LRUCache
+from ragwatch.scoring.judges.semantic import SemanticJudge
 from ragwatch.scoring.judges.text import TextAnalysis
 
 __all__ = ["DEFAULT_MODEL", "EmbeddingJudge", "resolve_model_path"]

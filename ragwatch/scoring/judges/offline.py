@@ -51,6 +51,11 @@ SUPPORTED claim, the closest (insufficient) one for an UNSUPPORTED claim — alw
 the chunk named by ``chunk_id``. Faithfulness is compared to the context only, never to world knowledge:
 an answer faithful to a wrong context is faithful.
 
+Each chunk's text analysis (sentences, tokens, cues: about a third of the judge's time) is kept in a
+bounded LRU cache keyed by the chunk's text, because a retriever returns the same chunks again and again;
+the result is the same either way (``chunk_cache_size=0`` turns it off), and a chunk whose text changed
+under the same id is read afresh.
+
 Chunk relevance (each chunk's graded answer to the question, and Context Precision@K from it) lives in
 :mod:`ragwatch.scoring.judges.relevance`: list-local IDF coverage, answer-type cues and the consensus of the
 retrieved chunks, with its own weights (``relevance_weights.json``, ``scripts/train_relevance.py``).
@@ -79,6 +84,7 @@ from ragwatch.scoring.judges.calibration import load_weights, sigmoid
 from ragwatch.scoring.judges.claim_context import ClaimContext
 from ragwatch.scoring.judges.claim_features import FAITH_FEATURES, RULES, SUPPORTED, ClaimAnalysis, analyse_claims
 from ragwatch.scoring.judges.claims import Claim, split_claims
+from ragwatch.scoring.judges.lru import LRUCache
 from ragwatch.scoring.judges.relevance import RelevanceScorer
 from ragwatch.scoring.judges.text import TextAnalysis, analyse_text, content_tokens
 from ragwatch.scoring.judges.trees import TreeEnsemble
@@ -230,7 +236,9 @@ class OfflineJudge:
     """Faithfulness, chunk relevance, Context Precision@K and answer relevance, offline.
 
     ``k`` is the K of Context Precision@K. ``version`` carries a hash of the weights (faithfulness and
-    relevance), so scores from a re-trained judge are never mixed with older ones.
+    relevance), so scores from a re-trained judge are never mixed with older ones. ``chunk_cache_size``
+    bounds the cache of chunk analyses (about 6 kB each with its key for a 150-word chunk, so
+    the default 2048 hold about 12 MB; 0 keeps none).
     """
 
     name = "offline"
@@ -240,10 +248,13 @@ class OfflineJudge:
         k: int = 3,
         weights_path: Path | str | None = None,
         relevance_weights_path: Path | str | None = None,
+        *,
+        chunk_cache_size: int = 2048,
     ) -> None:
         if k < 1:
             raise ValueError("k must be at least 1")
         self.k = k
+        self._chunks = LRUCache(chunk_cache_size)
         self._weights, digest = load_weights(
             Path(weights_path) if weights_path else WEIGHTS_PATH, _DEFAULT_WEIGHTS, _check_weights, "offline judge"
         )
@@ -262,6 +273,8 @@ class OfflineJudge:
     ) -> list[float]:
         """Graded relevance (0..1) of each text to the question (:mod:`ragwatch.scoring.judges.relevance`); a chunk
         without text (hashed away, or empty) cannot be relevant."""
+        if analyses is None:
+            analyses = [self._chunk_analysis(t or "") for t in texts]
         return self._relevance.score(question or "", texts, analyses)
 
     # -- faithfulness
@@ -271,11 +284,19 @@ class OfflineJudge:
         _, _, ctx = self._prepare(sample)
         return self._analyse(sample, ctx)
 
-    @staticmethod
-    def _prepare(sample: Sample) -> tuple[list[SampleChunk], list[TextAnalysis], ClaimContext]:
+    def _chunk_analysis(self, text: str) -> TextAnalysis:
+        """:func:`analyse_text` of a chunk, from the cache when the same text was read before (callers never
+        mutate an analysis, so one object can serve every sample that retrieves the chunk)."""
+        found = self._chunks.get(text)
+        if found is None:
+            found = analyse_text(text)
+            self._chunks.put(text, found)
+        return found
+
+    def _prepare(self, sample: Sample) -> tuple[list[SampleChunk], list[TextAnalysis], ClaimContext]:
         """Chunks in rank order, each analysed once; the context the claims are checked against."""
         chunks = sorted(sample.chunks, key=lambda c: c.rank)
-        analyses = [analyse_text(c.text or "") for c in chunks]
+        analyses = [self._chunk_analysis(c.text or "") for c in chunks]
         keep = [i for i, c in enumerate(chunks) if c.text]
         ctx = ClaimContext(
             [chunks[i].id for i in keep], [chunks[i].text or "" for i in keep], [analyses[i] for i in keep]

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -39,46 +37,13 @@ from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.judges.claim_features import SUPPORTED, UNSUPPORTED, ClaimAnalysis
 from ragwatch.scoring.judges.crossencoder import CrossEncoder, context_window, load_note
 from ragwatch.scoring.judges.crossencoder import weights_path as _shipped_note  # the parameter takes the name
+from ragwatch.scoring.judges.lru import LRUCache
 from ragwatch.scoring.judges.offline import OfflineJudge, build_verdict
 from ragwatch.scoring.judges.text import TextAnalysis
 
-__all__ = ["LRUCache", "SemanticJudge"]
+__all__ = ["SemanticJudge"]
 
 log = logging.getLogger(__name__)
-
-
-class LRUCache:
-    """A small thread-safe LRU map (workers score samples in several threads); ``maxsize`` 0 keeps nothing."""
-
-    def __init__(self, maxsize: int) -> None:
-        if maxsize < 0:
-            raise ValueError("cache size must be ≥ 0")
-        self.maxsize = maxsize
-        self._data: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: Any) -> Any:
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                self.hits += 1
-                return self._data[key]
-            self.misses += 1
-            return None
-
-    def put(self, key: Any, value: Any) -> None:
-        if not self.maxsize:
-            return
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 def _language(text: str) -> str:
@@ -92,7 +57,8 @@ class SemanticJudge:
     ``k`` is the K of Context Precision@K; ``weights_path`` the note of the trained tensors (default: the
     ``semantic_weights.json`` of the ``ragwatch-semantic-model`` package); ``band`` overrides the note's
     cascade band (the distance from the offline threshold within which a claim is re-scored: 0 re-scores
-    nothing, 1 everything); ``cache_size`` bounds the pair-score cache; ``threads`` fixes torch's CPU threads.
+    nothing, 1 everything); ``cache_size`` bounds the pair-score cache and the offline judge's chunk-analysis
+    cache; ``threads`` fixes torch's CPU threads.
     """
 
     name = "semantic"
@@ -122,7 +88,7 @@ class SemanticJudge:
         if not 0.0 <= self.band <= 1.0:
             raise ConfigError("semantic tier: band must be within 0..1")
         self.blend: dict[str, float] = {k_: float(v) for k_, v in self.note.get("blend", {"en": 1.0}).items()}
-        self._offline = offline or OfflineJudge(k=k)
+        self._offline = offline or OfflineJudge(k=k, chunk_cache_size=cache_size)
         self._model = CrossEncoder(
             path.with_suffix(".safetensors"), trained_layers=int(self.note["trained_layers"]), threads=threads
         )
