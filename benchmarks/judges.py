@@ -15,8 +15,8 @@ noisy machine; the ratio of the medians is the figure to quote, the absolute rat
 
 The offline judge runs two ways: ``offline`` with its chunk-analysis cache off (every chunk new, the worst
 case, and what ``--compare`` times on both sides), and ``offline warm``, its cache primed by one pass over
-the same samples, as when a retriever returns chunks it returned before (the claims, the question and the
-relevance of each chunk to it are still computed afresh).
+the same samples and sized to hold all their chunks, as when a retriever returns chunks it returned before
+(the claims, the question and the relevance of each chunk to it are still computed afresh).
 
 ``--semantic N`` adds the semantic tier and the embedding judge (extras ``semantic`` / ``embeddings``) on
 the first N samples, scored through ``score_many`` in batches of 8 with torch at ``--threads`` CPU threads
@@ -102,12 +102,12 @@ def measure(judge: Any, samples: list[Sample], rounds: int) -> list[float]:
     return rates
 
 
-def cold_offline() -> Any:
+def cold_offline(judge_class: Any = OfflineJudge) -> Any:
     """The offline judge with nothing cached across samples (checkouts from before the cache have none)."""
     try:
-        return OfflineJudge(chunk_cache_size=0)
+        return judge_class(chunk_cache_size=0)
     except TypeError:
-        return OfflineJudge()
+        return judge_class()
 
 
 def serve(judge: Any, count: int) -> None:
@@ -121,9 +121,9 @@ def serve(judge: Any, count: int) -> None:
         print(measure(judge, samples, 1)[0], flush=True)
 
 
-_CHILD = (  # ``judges`` imports the checkout's OfflineJudge: argv[1] comes first on the path
-    "import sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2]); import judges; "
-    "judges.serve(judges.cold_offline(), int(sys.argv[3]))"
+_CHILD = (  # the checkout's judge is imported before ``judges``, which puts this checkout first on the path
+    "import sys; sys.path.insert(0, sys.argv[1]); from ragwatch.scoring.judges.offline import OfflineJudge; "
+    "sys.path.insert(1, sys.argv[2]); import judges; judges.serve(judges.cold_offline(OfflineJudge), int(sys.argv[3]))"
 )
 
 
@@ -159,7 +159,12 @@ def main() -> int:
     parser.add_argument("--compare", type=Path, metavar="PATH", help="also time the offline judge of this checkout")
     args = parser.parse_args()
     samples = typical_samples(args.samples)
-    judges = {"offline": cold_offline(), "offline warm": OfflineJudge(), "trivial": TrivialJudge()}
+    distinct = len({c.text for s in samples for c in s.chunks})  # the warm judge holds every chunk
+    judges = {
+        "offline": cold_offline(),
+        "offline warm": OfflineJudge(chunk_cache_size=distinct),
+        "trivial": TrivialJudge(),
+    }
     for judge in judges.values():  # warm caches (compiled regexes, weights)
         judge.score(samples[0])
     for sample in samples:  # the warm judge has read every chunk once
