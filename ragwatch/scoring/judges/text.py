@@ -26,16 +26,9 @@ __all__ = [
     "TextAnalysis",
     "analyse_text",
     "content_tokens",
-    "is_cjk",
-    "numbers",
     "sentence_spans",
     "token_prior",
 ]
-
-
-def is_cjk(ch: str) -> bool:
-    """Whether one character is a CJK ideograph (used to decide spacing and claim language)."""
-    return "\u3400" <= ch <= "\u4dbf" or "\u4e00" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
 
 
 #: English words that are content words grammatically but say little about *what* a text asserts.
@@ -71,11 +64,6 @@ def token_prior(tok: str) -> int:
 def content_tokens(text: str) -> list[str]:
     """Content tokens of ``text`` in order (see :func:`scan`); the order matters only for token bigrams."""
     return scan(text).tokens
-
-
-def numbers(text: str) -> list[NumberMention]:
-    """Numbers with units, e.g. ``$5``, ``10.94‰``, ``3 km``, ``1523万``; the value is normalised."""
-    return scan(text).numbers
 
 
 # ---------------------------------------------------------------------------------- context sentences
