@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -59,6 +60,17 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     """A sample's value, 0.0 when the series does not exist (yet)."""
     value = registry.get_sample_value(name, labels)
     return 0.0 if value is None else value
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> float:
+    """Seconds until ``predicate()`` held; fails after ``timeout``. What a background thread (the flusher,
+    the in-process scorer, the mode watcher, a counter bumped after the reply was sent) does is awaited,
+    never assumed done when the request returns."""
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < timeout, "condition not reached in time"
+        time.sleep(0.01)
+    return time.monotonic() - started
 
 
 def stage_count(registry: CollectorRegistry, stage: str, outcome: str = "ok", service: str = "svc") -> float:

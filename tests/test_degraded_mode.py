@@ -30,18 +30,10 @@ from ragwatch.sampling.sample import Sample
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker
 from tests.conftest import sample as metric
+from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = Policy(window_seconds=600, window_samples=20, min_samples=5, margin=0.05, hold_seconds=0, min_dwell_seconds=0)
-
-
-def wait_for(predicate: Any, timeout: float = 5.0) -> float:
-    """Seconds until ``predicate()`` held; fails after ``timeout``."""
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout, "condition not reached in time"
-        time.sleep(0.01)
-    return time.monotonic() - started
 
 
 class CPJudge:

@@ -25,7 +25,7 @@ from ragwatch.scoring.embedded import Budget, scores_in_process
 from ragwatch.scoring.judges.trivial import TrivialJudge
 from ragwatch.scoring.worker import ScoreRecord, Worker
 from ragwatch.settings import load_settings
-from tests.conftest import hotel_pipeline, sample
+from tests.conftest import hotel_pipeline, sample, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNKS = [
@@ -51,13 +51,6 @@ def watched(registry: CollectorRegistry | None, **settings: Any) -> tuple[ragwat
     rw = ragwatch.RagWatch("emb", registry=registry, **{**options, **settings})
 
     return rw, hotel_pipeline(rw, CHUNKS)
-
-
-def wait_for(condition: Any, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_memory_service_scores_its_own_samples_with_the_worker_families(registry: CollectorRegistry) -> None:

@@ -29,7 +29,7 @@ from ragwatch.replay.prober import run
 from ragwatch.replay.source import GoldenSetError, Question, load_golden, similarity, tokens, traffic_questions
 from ragwatch.replay.summary import summarize
 from ragwatch.scoring.worker import Worker
-from tests.conftest import sample
+from tests.conftest import sample, wait_for
 from tests.rag_app import DOCS, PROBE_SECRET, RagApp, retrieve
 from tests.servers import free_port
 
@@ -248,6 +248,8 @@ def test_probe_header_keeps_probes_out_of_samples(app: RagApp, tmp_path: Path, c
     def decisions(decision: str, reason: str) -> float:
         return sample(reg, "ragwatch_sampling_decisions_total", service="replaytest", decision=decision, reason=reason)
 
+    # the decision is counted once the reply is sent: await it rather than read it right after the reply
+    wait_for(lambda: decisions("skipped", "probe") >= 4, 10)
     assert decisions("skipped", "probe") == 4
     assert decisions("sampled", "rate") == 0
     # the same question without the header is a user request: sampled at rate 1; so is one whose probe mark
@@ -255,6 +257,7 @@ def test_probe_header_keeps_probes_out_of_samples(app: RagApp, tmp_path: Path, c
     httpx.post(app.url + "/ask", json={"question": HEALTHY[0]["question"]}, timeout=5)
     httpx.post(app.url + "/ask", json={"question": "x"}, headers={PROBE_HEADER: "1"}, timeout=5)
     quiet_run(options(app, golden, probe_secret="not-the-secret"), capsys)
+    wait_for(lambda: decisions("sampled", "rate") >= 6, 10)
     assert decisions("sampled", "rate") == 6
     assert decisions("skipped", "probe") == 4
     queue = open_queue("memory://replaytest", "replaytest")
