@@ -41,6 +41,7 @@ import hashlib
 import pickle
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,11 +176,21 @@ def _file_weights(table: dict[str, Any], rows: np.ndarray, balance_classes: bool
 
 
 def _with_consensus(table: dict[str, Any], stage1: tuple[float, np.ndarray]) -> np.ndarray:
+    """The ranking features: the direct ones, the consensus and, in a table that has them (the embedding
+    judge's, ``scripts/train_embedding_relevance.py``), its ``extra`` columns."""
     votes = kit.predict(*stage1, table["x"])
     agree = np.zeros(len(votes))
     for _, idx in table["questions"]:
         agree[idx] = consensus([table["near"][i] for i in idx], votes[idx].tolist())
-    return np.hstack([table["x"], agree[:, None]])
+    columns = [table["x"], agree[:, None]]
+    if "extra" in table:
+        columns.append(table["extra"])
+    return np.hstack(columns)
+
+
+def ranking_signs(table: dict[str, Any]) -> tuple[int, ...]:
+    """Sign constraints of the ranking weights: the extra columns (similarities) may only raise a chunk."""
+    return (*RELEVANCE_SIGNS, *(1,) * (table["extra"].shape[1] if "extra" in table else 0))
 
 
 def _calibration_inputs(table: dict[str, Any], score: np.ndarray) -> np.ndarray:
@@ -205,7 +216,7 @@ def fit_model(table: dict[str, Any], train: np.ndarray) -> dict[str, Any]:
     for idx in lists:
         per_file[table["file"][idx[0]]] += 1
     list_w = [len(lists) / (len(per_file) * per_file[table["file"][idx[0]]]) for idx in lists]
-    _, coef = kit.sign_constrained(lambda xa: (0.0, fit_listwise(xa, y, lists, list_w)), x2, RELEVANCE_SIGNS)
+    _, coef = kit.sign_constrained(lambda xa: (0.0, fit_listwise(xa, y, lists, list_w)), x2, ranking_signs(table))
     cal_x = _calibration_inputs(table, x2 @ coef)[rows]
     w_cal = _file_weights(table, rows, balance_classes=False)
     _, cal = kit.sign_constrained(lambda xa: kit.fit_logistic(xa, y[rows], w_cal, l2=1e-3), cal_x, (1, 1, -1))
@@ -368,20 +379,40 @@ def cross_validate(table: dict[str, Any], baseline: np.ndarray, folds: int) -> d
     return {"cv": cv, "cv_baseline": cv_base, "cv_map_diff": paired, "lodo": lodo}
 
 
-def train(data: Path, folds: int, use_cache: bool) -> dict[str, Any]:
-    base_model = model_from_weights(kit.read_json(BASELINE))
+Extend = Callable[[dict[str, Any], str], None]
+Baseline = Callable[[dict[str, Any]], np.ndarray]
+
+
+def _shipped_baseline(table: dict[str, Any]) -> np.ndarray:
+    return predict_model(table, model_from_weights(kit.read_json(BASELINE)))
+
+
+def train(
+    data: Path,
+    folds: int,
+    use_cache: bool,
+    extend: Extend | None = None,
+    baseline: Baseline = _shipped_baseline,
+    features: tuple[str, ...] = RELEVANCE_FEATURES,
+) -> dict[str, Any]:
+    """Fit, cross-validate against ``baseline`` (the previously shipped model's scores) and read the dev
+    files. ``extend(table, "train" | "dev")`` adds a table's ``extra`` ranking columns (the embedding
+    judge's similarities), named at the end of ``features``."""
     table = load_table(data, TRAIN_FILES, use_cache)
+    dev = load_table(data, DEV_FILES, use_cache)
+    if extend is not None:
+        extend(table, "train")
+        extend(dev, "dev")
     y = table["y"]
     print(f"training: {len(y)} pairs, {int(y.sum())} relevant, {len(table['questions'])} questions")
-    report = cross_validate(table, predict_model(table, base_model), folds)
+    report = cross_validate(table, baseline(table), folds)
     worse = [n for n, d in report["cv_map_diff"].items() if d["map_diff"] < -2 * d["se"]]
     model = fit_model(table, np.ones(len(y), dtype=bool))
-    dev = load_table(data, DEV_FILES, use_cache)
     everything = np.ones(len(dev["y"]), dtype=bool)
     pooled = set_intercepts(dev, everything, model, equal_files=False)
     model = set_intercepts(dev, everything, model)
     dev_figs = figures(dev, predict_model(dev, model))
-    _print("dev files (intercepts set here; nothing else)", dev_figs, figures(dev, predict_model(dev, base_model)))
+    _print("dev files (intercepts set here; nothing else)", dev_figs, figures(dev, baseline(dev)))
     pooled_figs = figures(dev, predict_model(dev, pooled))
     print(
         "  not shipped, for comparison: intercepts on the pooled dev rows (WikiQA sets the English one):",
@@ -390,7 +421,7 @@ def train(data: Path, folds: int, use_cache: bool) -> dict[str, Any]:
     )
     intercept1, coef1 = model["stage1"]
     print(f"    {'feature':22s} {'stage 1':>8s} {'ranking':>8s}")
-    for i, name in enumerate(RELEVANCE_FEATURES):
+    for i, name in enumerate(features):
         s1 = f"{coef1[i]:+8.3f}" if i < len(coef1) else " " * 8
         print(f"    {name:22s} {s1} {model['coef'][i]:+8.3f}")
     print(
@@ -401,7 +432,7 @@ def train(data: Path, folds: int, use_cache: bool) -> dict[str, Any]:
     return {
         "worse_than_baseline": worse,
         "weights": {
-            "features": list(RELEVANCE_FEATURES),
+            "features": list(features),
             "stage1": {"coef": [round(float(c), 5) for c in coef1], "intercept": round(intercept1, 5)},
             "coef": [round(float(c), 5) for c in model["coef"]],
             "calibration": {
@@ -418,28 +449,35 @@ def train(data: Path, folds: int, use_cache: bool) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = kit.parse_args(__doc__.split("\n\n")[0], WEIGHTS_PATH, argv)
-    fitted = train(args.data, args.folds, args.cache)
+def write(args: Any, fitted: dict[str, Any], script: str, model: str, baseline: str, **more: Any) -> int:
+    """The weight file (or ``--check`` against it) with its note, unless the gate refused the model; the
+    note's ``more`` entries go before ``baseline``. The scripts' exit code."""
     if fitted["worse_than_baseline"] and not args.check:
         print(f"refusing to write: cross-validated MAP below the baseline on {fitted['worse_than_baseline']}")
         return 1
-    weights = {
-        "note": {
-            "trained_by": kit.trained_by("train_relevance.py", args),
-            "fitted_on": {f: kit.file_sha(args.data / f) for f in TRAIN_FILES},
-            "intercept_set_on": {f: kit.file_sha(args.data / f) for f in DEV_FILES},
-            "threshold_set_on": {},
-            "model": "stage 1: sign-constrained L2 logistic regression on the direct features (consensus votes);"
-            " ranking: sign-constrained conditional logit per question on all features; calibration: logistic"
-            " on the ranking score and its gap to the list's best, slopes from the corpus, one intercept per"
-            " script (CJK questions or not) set on the dev files. Each training file weighs the same."
-            " No decision threshold: 0.5 is the calibrated boundary.",
-            "baseline": str(BASELINE.relative_to(kit.ROOT)),
-        },
-        **fitted["weights"],
+    note = {
+        "trained_by": kit.trained_by(script, args),
+        "fitted_on": {f: kit.file_sha(args.data / f) for f in TRAIN_FILES},
+        "intercept_set_on": {f: kit.file_sha(args.data / f) for f in DEV_FILES},
+        "threshold_set_on": {},
+        "model": model,
+        **more,
+        "baseline": baseline,
     }
-    return kit.write_weights(args, weights)
+    return kit.write_weights(args, {"note": note, **fitted["weights"]})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = kit.parse_args(__doc__.split("\n\n")[0], WEIGHTS_PATH, argv)
+    fitted = train(args.data, args.folds, args.cache)
+    model = (
+        "stage 1: sign-constrained L2 logistic regression on the direct features (consensus votes);"
+        " ranking: sign-constrained conditional logit per question on all features; calibration: logistic"
+        " on the ranking score and its gap to the list's best, slopes from the corpus, one intercept per"
+        " script (CJK questions or not) set on the dev files. Each training file weighs the same."
+        " No decision threshold: 0.5 is the calibrated boundary."
+    )
+    return write(args, fitted, "train_relevance.py", model, str(BASELINE.relative_to(kit.ROOT)))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ __all__ = [
     "DIRECT_FEATURES",
     "RELEVANCE_FEATURES",
     "RELEVANCE_SIGNS",
+    "SIMILARITY_FEATURES",
+    "SIMILARITY_WEIGHTS_PATH",
     "WEIGHTS_PATH",
     "Candidates",
     "RelevanceScorer",
@@ -68,6 +70,9 @@ __all__ = [
 
 
 WEIGHTS_PATH = Path(__file__).with_name("relevance_weights.json")
+#: The embedding judge's weights: the same model with its question–chunk cosine as one more ranking
+#: feature, fitted by ``scripts/train_embedding_relevance.py``.
+SIMILARITY_WEIGHTS_PATH = Path(__file__).with_name("embedding_relevance_weights.json")
 
 #: Features computed from one chunk and the list's IDF, in the order of the weight vectors.
 DIRECT_FEATURES = (
@@ -92,6 +97,10 @@ DIRECT_FEATURES = (
 RELEVANCE_FEATURES = (*DIRECT_FEATURES, "consensus")
 #: Every feature is "more overlap / more fitting" except mentioning only other years than the question's.
 RELEVANCE_SIGNS = tuple(-1 if name == "other_year" else 1 for name in RELEVANCE_FEATURES)
+#: What a caller with a semantic similarity of question and chunk (the embedding judge's cosine) adds. Its
+#: gap to the best of the list would add nothing to the ranking (a softmax over the list ignores a shift);
+#: the calibration already reads the gap of the whole score.
+SIMILARITY_FEATURES = ("similarity",)
 #: How many best-supported words make up a list's pseudo-answer.
 CONSENSUS_WORDS = 10
 
@@ -471,15 +480,26 @@ def _dot(coef: Sequence[float], xs: Sequence[float]) -> float:
     return sum(map(operator.mul, coef, xs))  # left to right, as a generator would add them
 
 
-def load_weights(path: Path | None = None) -> tuple[dict[str, Any], str]:
-    """Weights and a short content hash; the built-in defaults (with a warning) when the file is unusable."""
-    return calibration.load_weights(path or WEIGHTS_PATH, _DEFAULT_WEIGHTS, _check_weights, "relevance")
+def load_weights(path: Path | None = None, similarity: bool = False) -> tuple[dict[str, Any], str]:
+    """Weights and a short content hash; the built-in defaults (with a warning) when the file is unusable.
+    ``similarity``: the embedding judge's file, whose ranking also reads :data:`SIMILARITY_FEATURES` (its
+    defaults give them no weight: the offline ranking)."""
+    if not similarity:
+        return calibration.load_weights(path or WEIGHTS_PATH, _DEFAULT_WEIGHTS, _check_weights, "relevance")
+    defaults = {
+        **_DEFAULT_WEIGHTS,
+        "features": [*RELEVANCE_FEATURES, *SIMILARITY_FEATURES],
+        "coef": [*_DEFAULT_WEIGHTS["coef"], 0.0],
+    }
+    return calibration.load_weights(
+        path or SIMILARITY_WEIGHTS_PATH, defaults, _check_similarity_weights, "embedding relevance"
+    )
 
 
-def _check_weights(weights: dict[str, Any]) -> None:
+def _check_weights(weights: dict[str, Any], features: Sequence[str] = RELEVANCE_FEATURES) -> None:
     if (
-        weights["features"] != list(RELEVANCE_FEATURES)
-        or len(weights["coef"]) != len(RELEVANCE_FEATURES)
+        weights["features"] != list(features)
+        or len(weights["coef"]) != len(features)
         or len(weights["stage1"]["coef"]) != len(DIRECT_FEATURES)
     ):
         raise ValueError("relevance features do not match this code")
@@ -488,11 +508,20 @@ def _check_weights(weights: dict[str, Any]) -> None:
     float(weights["calibration"].get("log_size", 0.0))
 
 
-class RelevanceScorer:
-    """Graded relevance (0..1) of each chunk retrieved for a question; ``digest`` identifies the weights."""
+def _check_similarity_weights(weights: dict[str, Any]) -> None:
+    _check_weights(weights, (*RELEVANCE_FEATURES, *SIMILARITY_FEATURES))
 
-    def __init__(self, weights_path: Path | str | None = None) -> None:
-        weights, self.digest = load_weights(Path(weights_path) if weights_path else None)
+
+class RelevanceScorer:
+    """Graded relevance (0..1) of each chunk retrieved for a question; ``digest`` identifies the weights.
+
+    ``similarity=True`` reads the embedding judge's weights, whose :meth:`score` takes each text's
+    similarity to the question as well.
+    """
+
+    def __init__(self, weights_path: Path | str | None = None, *, similarity: bool = False) -> None:
+        weights, self.digest = load_weights(Path(weights_path) if weights_path else None, similarity)
+        self.similarity = similarity
         self._stage1 = [float(c) for c in weights["stage1"]["coef"]]
         self._stage1_intercept = float(weights["stage1"]["intercept"])
         self._coef = [float(c) for c in weights["coef"]]
@@ -506,8 +535,17 @@ class RelevanceScorer:
         """First-stage relevance of each candidate, from its direct features alone (the consensus votes)."""
         return [sigmoid(self._stage1_intercept + _dot(self._stage1, fs)) for fs in cands.features]
 
-    def score(self, question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis] | None = None) -> list[float]:
-        """Relevance of each text to ``question``; a text that is empty (or hashed away) scores 0."""
+    def score(
+        self,
+        question: str,
+        texts: Sequence[str],
+        analyses: Sequence[TextAnalysis] | None = None,
+        similarity: Sequence[float] | None = None,
+    ) -> list[float]:
+        """Relevance of each text to ``question``; a text that is empty (or hashed away) scores 0.
+        ``similarity`` (one per text) is required by, and only read with, the embedding judge's weights."""
+        if self.similarity != (similarity is not None):
+            raise ValueError("similarity is given exactly when the weights read it")
         keep = [i for i, t in enumerate(texts) if t and t.strip()]
         out = [0.0] * len(texts)
         if not keep:
@@ -516,7 +554,10 @@ class RelevanceScorer:
         kept_analyses = [analyses[i] for i in keep] if analyses is not None else None
         cands = analyse_candidates(question or "", kept_texts, kept_analyses)
         agree = consensus(cands.near, self.votes(cands))
-        scores = [_dot(self._coef, [*fs, c]) for fs, c in zip(cands.features, agree, strict=True)]
+        rows = [[*fs, c] for fs, c in zip(cands.features, agree, strict=True)]
+        if similarity is not None:
+            rows = [[*r, float(similarity[i])] for r, i in zip(rows, keep, strict=True)]
+        scores = [_dot(self._coef, r) for r in rows]
         best = max(scores)
         intercept = self._intercept_cjk if is_cjk_question(question or "") else self._intercept
         intercept += self._log_size * math.log(len(keep))
