@@ -49,7 +49,6 @@ import os
 import random
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -89,6 +88,7 @@ from ragwatch.scoring.judges.llm_output import (
     _usage,
 )
 from ragwatch.scoring.judges.llm_prompts import PROMPT_VERSION, SYSTEM_PROMPT, render_user_prompt
+from ragwatch.scoring.judges.lru import LRUCache
 
 __all__ = ["SUPPORTED", "UNSUPPORTED", "UNVERIFIABLE", "JudgeError", "LLMJudge"]
 
@@ -209,7 +209,7 @@ class LLMJudge:
         )
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._lock = threading.Lock()
-        self._cache: OrderedDict[str, _Output] = OrderedDict()
+        self._cache = LRUCache(self.cache_size)
         self._totals: dict[str, float] = {
             "requests": 0,
             "input_tokens": 0,
@@ -385,23 +385,14 @@ class LLMJudge:
     # ------------------------------------------------------------------------------------------- cache
 
     def _cache_get(self, key: str) -> _Output | None:
-        if not self.cache_size:
-            return None
-        with self._lock:
-            output = self._cache.get(key)
-            if output is not None:
-                self._cache.move_to_end(key)
+        output: _Output | None = self._cache.get(key)
+        if output is not None:
+            with self._lock:
                 self._totals["cache_hits"] += 1
-            return output
+        return output
 
     def _cache_put(self, key: str, output: _Output) -> None:
-        if not self.cache_size:
-            return
-        with self._lock:
-            self._cache[key] = output
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(key, output)
 
     # -------------------------------------------------------------------------------------------- HTTP
 
