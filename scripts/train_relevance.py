@@ -245,14 +245,17 @@ def set_intercepts(
     the other's intercept."""
     z = _calibration_logit(table, model)
     out = dict(model)
+    missing = []
     for key, mask in (("intercept", ~table["cjk"]), ("intercept_cjk", table["cjk"])):
         sel = rows & mask
         if sel.any():
             idx = np.nonzero(sel)[0]
             w = _file_weights(table, idx, balance_classes=False) if equal_files else None
             out[key] = fit_offset(z[idx], table["y"][idx], w)
-    out.setdefault("intercept", out.get("intercept_cjk", 0.0))
-    out.setdefault("intercept_cjk", out["intercept"])
+        else:
+            missing.append(key)
+    if len(missing) == 1:  # a script without rows takes the other's intercept
+        out[missing[0]] = out["intercept_cjk" if missing[0] == "intercept" else "intercept"]
     return out
 
 
@@ -381,6 +384,26 @@ def cross_validate(table: dict[str, Any], baseline: np.ndarray, folds: int) -> d
 
 Extend = Callable[[dict[str, Any], str], None]
 Baseline = Callable[[dict[str, Any]], np.ndarray]
+Keep = Callable[[dict[str, Any]], np.ndarray]
+
+
+def subset(table: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
+    """The table of the questions whose rows ``keep`` selects (it must select whole questions), its
+    ``files`` narrowed to those that still have rows."""
+    new_of = np.cumsum(keep) - 1
+    questions = [(f, new_of[idx]) for f, idx in table["questions"] if keep[idx].all()]
+    if sum(len(idx) for _, idx in questions) != int(keep.sum()):
+        raise ValueError("subset: keep must select whole questions")
+    rows = np.nonzero(keep)[0]
+    out = {
+        key: (value[rows] if isinstance(value, np.ndarray) else [value[i] for i in rows])
+        for key, value in table.items()
+        if key not in ("files", "questions")
+    }
+    present = set(out["file"].tolist())
+    out["files"] = tuple(f for f in table["files"] if f in present)
+    out["questions"] = questions
+    return out
 
 
 def _shipped_baseline(table: dict[str, Any]) -> np.ndarray:
@@ -394,15 +417,19 @@ def train(
     extend: Extend | None = None,
     baseline: Baseline = _shipped_baseline,
     features: tuple[str, ...] = RELEVANCE_FEATURES,
+    keep: Keep | None = None,
 ) -> dict[str, Any]:
     """Fit, cross-validate against ``baseline`` (the previously shipped model's scores) and read the dev
     files. ``extend(table, "train" | "dev")`` adds a table's ``extra`` ranking columns (the embedding
-    judge's similarities), named at the end of ``features``."""
+    judge's similarities), named at the end of ``features``; ``keep(table)`` selects the questions the
+    model is for (the rest are neither fitted nor reported)."""
     table = load_table(data, TRAIN_FILES, use_cache)
     dev = load_table(data, DEV_FILES, use_cache)
     if extend is not None:
         extend(table, "train")
         extend(dev, "dev")
+    if keep is not None:
+        table, dev = subset(table, keep(table)), subset(dev, keep(dev))
     y = table["y"]
     print(f"training: {len(y)} pairs, {int(y.sum())} relevant, {len(table['questions'])} questions")
     report = cross_validate(table, baseline(table), folds)
@@ -431,6 +458,8 @@ def train(
     )
     return {
         "worse_than_baseline": worse,
+        "train_files": table["files"],
+        "dev_files": dev["files"],
         "weights": {
             "features": list(features),
             "stage1": {"coef": [round(float(c), 5) for c in coef1], "intercept": round(intercept1, 5)},
@@ -440,7 +469,8 @@ def train(
                 "gap": round(model["gap"], 5),
                 "log_size": round(model["log_size"], 5),
                 "intercept": round(model["intercept"], 5),
-                "intercept_cjk": round(model["intercept_cjk"], 5),
+                # a model for non-CJK questions only has no CJK intercept to set
+                **({"intercept_cjk": round(model["intercept_cjk"], 5)} if dev["cjk"].any() else {}),
             },
             **report,
             "dev": dev_figs,
@@ -457,8 +487,8 @@ def write(args: Any, fitted: dict[str, Any], script: str, model: str, baseline: 
         return 1
     note = {
         "trained_by": kit.trained_by(script, args),
-        "fitted_on": {f: kit.file_sha(args.data / f) for f in TRAIN_FILES},
-        "intercept_set_on": {f: kit.file_sha(args.data / f) for f in DEV_FILES},
+        "fitted_on": {f: kit.file_sha(args.data / f) for f in fitted["train_files"]},
+        "intercept_set_on": {f: kit.file_sha(args.data / f) for f in fitted["dev_files"]},
         "threshold_set_on": {},
         "model": model,
         **more,

@@ -298,3 +298,30 @@ def test_chunk_relevance_reads_the_words_as_well_as_the_cosine(judge: EmbeddingJ
         ["Acme employees enjoy flexible hours and a free lunch every Friday.", "Acme has 5,000 employees."],
     )
     assert number > 0.5 > no_number
+
+
+def test_cjk_questions_keep_the_offline_relevance_and_embed_no_chunk(
+    judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default bi-encoder is an English model: on the corpus' Chinese set its cosine added nothing, so a
+    CJK question's chunks are scored by the offline relevance model and never embedded (the judge used to
+    embed them and rank Chinese dev lists worse than the offline judge)."""
+    from ragwatch.scoring.judges.lru import LRUCache
+
+    monkeypatch.setattr(judge, "_chunk_cache", LRUCache(16))
+    spy = _EncodeSpy(judge)
+    monkeypatch.setattr(judge._embedder, "encode", spy)
+    question = "2023年北京马拉松有多少人参加？"
+    chunks = ["2023年北京马拉松共有三万名选手参加比赛。", "上海的天气今天很好，适合出门散步。", "北京烤鸭是著名的菜。"]
+    offline = OfflineJudge().relevance(question, chunks)
+    assert judge.relevance(question, chunks) == offline
+    verdict = judge.score_many([make(question, "", chunks)])[0]
+    assert [c["relevance"] for c in verdict.details["chunks"]] == pytest.approx(offline, abs=1e-4)
+    assert not any(c in texts for texts in spy.calls for c in chunks)
+    assert len(judge._chunk_cache) == 0
+    # an English question's chunks are still embedded, and its relevance reads the cosine
+    english = judge.relevance("How many runners took part in the Beijing marathon?", ["30,000 runners ran in Beijing."])
+    assert "30,000 runners ran in Beijing." in {t for texts in spy.calls for t in texts}
+    assert english != OfflineJudge().relevance(
+        "How many runners took part in the Beijing marathon?", ["30,000 runners ran in Beijing."]
+    )

@@ -18,7 +18,9 @@ What the embeddings still do:
   more ranking feature, fitted on the training corpus like
   the rest of it and calibrated the same way (``embedding_relevance_weights.json``,
   ``scripts/train_embedding_relevance.py``). It used to be a hand-set logistic of the cosine alone, which
-  ranked worse on every training file and on both dev files, and was worst on Chinese.
+  ranked worse on every training file and on both dev files, and was worst on Chinese. Questions written
+  in CJK script keep the offline judge's relevance, and their chunks are not embedded: the default model
+  is an English one, and on the corpus' Chinese set its cosine added nothing to the ranking.
 * **Answer relevance** is the offline judge's, raised when the claims are semantically close to the
   question (a claim–question cosine of ``rel_midpoint`` counts as 0.5: still hand-set, and only able to
   raise the offline figure).
@@ -49,7 +51,7 @@ from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.calibration import sigmoid
 from ragwatch.scoring.judges.claim_features import ClaimAnalysis
 from ragwatch.scoring.judges.lru import LRUCache
-from ragwatch.scoring.judges.relevance import RelevanceScorer
+from ragwatch.scoring.judges.relevance import RelevanceScorer, is_cjk_question
 from ragwatch.scoring.judges.semantic import SemanticJudge
 from ragwatch.scoring.judges.text import TextAnalysis
 
@@ -139,7 +141,7 @@ class EmbeddingJudge(SemanticJudge):
         #: bi-encoder calls (one per :meth:`score_many` batch with anything left to embed)
         self.model_calls = 0
         name = self.model_name.rsplit("/", 1)[-1]
-        self.version = f"4+{name}+w{self._embedder.max_seq_length}+{self._chunk_relevance.digest}+{self.version}"
+        self.version = f"5+{name}+w{self._embedder.max_seq_length}+{self._chunk_relevance.digest}+{self.version}"
 
     # -- embeddings
 
@@ -172,13 +174,17 @@ class EmbeddingJudge(SemanticJudge):
         """Graded relevance (0..1) of each text to the question (the module docstring says how)."""
         if not texts:
             return []
-        emb = self._encode([question or "", *[t or "" for t in texts]])
         analyses = [self._offline._chunk_analysis(t or "") for t in texts]
+        if is_cjk_question(question or ""):
+            return self._offline.relevance(question, texts, analyses)
+        emb = self._encode([question or "", *[t or "" for t in texts]])
         return self._relevance_from(question, texts, analyses, emb[0], emb[1:])
 
     def _relevance_from(
         self, question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis], q_emb: Any, chunk_embs: Any
     ) -> list[float]:
+        if chunk_embs is None:  # a CJK question: the offline model (module docstring)
+            return self._offline.relevance(question, texts, analyses)
         cos = (chunk_embs @ q_emb).tolist()
         return self._chunk_relevance.score(question or "", texts, analyses, similarity=cos)
 
@@ -203,7 +209,11 @@ class EmbeddingJudge(SemanticJudge):
             question, answer = sample.question or "", sample.answer or ""
             base = self._offline._answer_relevance(question, answer, analyses) if answer.strip() else None
             claims = self._raising_claims(question, base, analyses)
-            c_keys = [want(self._chunk_cache, self._chunk_key(c.id, c.text or ""), c.text or "") for c in chunks]
+            embed_chunks = not is_cjk_question(question)
+            c_keys = [
+                want(self._chunk_cache, self._chunk_key(c.id, c.text or ""), c.text or "")
+                for c in (chunks if embed_chunks else ())
+            ]
             a_keys = [want(self._text_cache, self._digest(t), t) for t in claims]
             q_key = want(self._text_cache, self._digest(question), question) if c_keys or a_keys else None
             rows.append((base, q_key, c_keys, a_keys))
@@ -218,7 +228,7 @@ class EmbeddingJudge(SemanticJudge):
         ):
             q_emb = embs.get(q_key)
             texts = [c.text or "" for c in chunks]
-            c_embs = np.stack([embs[k] for k in c_keys]) if chunks else None
+            c_embs = np.stack([embs[k] for k in c_keys]) if c_keys else None
             rels = self._relevance_from(sample.question or "", texts, text_analyses, q_emb, c_embs) if chunks else []
             claim_embs = np.stack([embs[k] for k in a_keys]) if a_keys else None
             out.append((rels, partial(self._answer_relevance, base, analyses, q_emb, claim_embs)))
