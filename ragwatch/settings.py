@@ -222,6 +222,12 @@ class Settings(BaseSettings):
         default="all-MiniLM-L6-v2",
         description="Sentence-transformers model (name or local directory) of the embedding judge.",
     )
+    offline_cache_size: int = Field(
+        default=2048,
+        ge=0,
+        description="Offline judge (also inside the cascade): chunk text analyses kept in a bounded LRU cache "
+        "(about 6 kB each for a 150-word chunk; 0 keeps none). Size it to the chunks retrieved again and again.",
+    )
     semantic_band: float | None = Field(
         default=None,
         ge=0,

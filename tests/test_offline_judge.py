@@ -521,3 +521,17 @@ def test_chunk_cache_changes_no_verdict() -> None:
     assert [warm.score(s).details for s in samples] == [cold.score(s).details for s in samples]
     assert warm._chunks.hits - hits >= 8  # every chunk of the three samples came from the cache
     assert len(cold._chunks) == 0
+
+
+def test_chunk_cache_size_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragwatch.scoring.judges import make_judges
+    from ragwatch.settings import Settings
+
+    monkeypatch.setenv("RAGWATCH_OFFLINE_CACHE_SIZE", "3")
+    (made,) = make_judges(["offline"], Settings())
+    assert made._chunks.maxsize == 3
+    (off,) = make_judges(["offline"], Settings(offline_cache_size=0))
+    off.score(make("How long is the bridge?", "The bridge is 120 meters long.", [BRIDGE]))
+    assert len(off._chunks) == 0
+    with pytest.raises(ValueError):
+        Settings(offline_cache_size=-1)

@@ -44,7 +44,7 @@ def _make(name: str, settings: Settings | None) -> Judge:
     if name == "offline":
         from ragwatch.scoring.judges.offline import OfflineJudge
 
-        return OfflineJudge()
+        return OfflineJudge(chunk_cache_size=settings.offline_cache_size) if settings is not None else OfflineJudge()
     if name == "embedding":
         from ragwatch.scoring.judges.embedding import EmbeddingJudge
 
@@ -63,7 +63,8 @@ def _make(name: str, settings: Settings | None) -> Judge:
 
         band = settings.cascade_band if settings is not None else (0.3, 0.8)
         fraction = settings.cascade_fraction if settings is not None else 0.0
-        return CascadeJudge(OfflineJudge(), _llm(settings), band=band, fraction=fraction)
+        offline = OfflineJudge(chunk_cache_size=settings.offline_cache_size) if settings is not None else OfflineJudge()
+        return CascadeJudge(offline, _llm(settings), band=band, fraction=fraction)
     raise ConfigError(f"unknown judge {name!r}; known: {list(JUDGE_NAMES)}")
 
 
