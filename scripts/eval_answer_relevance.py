@@ -2,7 +2,7 @@
 
 Usage (from the project root, with the shared data next to it)::
 
-    python scripts/eval_answer_relevance.py [--data ../shared/data] [--json]
+    python scripts/eval_answer_relevance.py [--data ../shared/data] [--judge offline|embedding] [--json]
 
 Nothing is fitted here, and nothing is stored: the set is rebuilt from ``../shared/data/`` at every run.
 Answer relevance has no learned weights (its caps are set a priori, :mod:`ragwatch.scoring.judges.answer_relevance`).
@@ -22,7 +22,9 @@ How the set is built (every question of the sources below, deduplicated on quest
 
 Reported per construction and language: ROC-AUC of relevant vs that kind of negative, and accuracy at the
 0.85 health threshold of ``answer_relevance`` (relevant ≥ 0.85, not relevant below), for the shipped
-checks and, on the same rows, for the coverage heuristic they replaced.
+checks and, on the same rows, for the coverage heuristic they replaced. ``--judge embedding`` reports the
+embedding judge (``ragwatch[embeddings]``: the checks, with the claim–question similarity raising the
+coverage part under their caps) against the offline judge.
 """
 
 from __future__ import annotations
@@ -40,11 +42,14 @@ import trainkit as kit
 from ragwatch.sampling.sample import Sample
 from ragwatch.scoring.evaluate import roc_auc
 from ragwatch.scoring.judges.answer_relevance import answer_relevance
+from ragwatch.scoring.judges.base import ANSWER_RELEVANCE
 from ragwatch.scoring.judges.offline import OfflineJudge
 from ragwatch.scoring.judges.relevance import question_kind, type_match
 from ragwatch.scoring.judges.text import content_tokens, token_prior
 
 THRESHOLD = 0.85
+#: Samples per ``score_many`` call of the embedding judge (one bi-encoder call each).
+BATCH = 64
 _YEAR_RE = re.compile(r"(?<!\d)(1[6-9]\d\d|20\d\d)(?!\d)")
 
 
@@ -125,17 +130,30 @@ def build(data: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def score(rows: list[dict[str, Any]]) -> None:
+def score(rows: list[dict[str, Any]], judge_name: str = "offline") -> tuple[str, str]:
+    """Each row's answer relevance by the judge and by what it is compared with (the coverage heuristic for
+    the offline judge; the offline judge for the embedding judge): the two column names."""
     judge = OfflineJudge()
     for i, row in enumerate(rows):
         sample = Sample(str(i), "eval", row["question"], row["answer"], [], 0.0)
         analyses = judge.analyse(sample)
         refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses) if analyses else 0.0
-        row["new"] = answer_relevance(row["question"], row["answer"], refusal) if analyses else 0.0
-        row["old"] = legacy_answer_relevance(row["question"], row["answer"], len(analyses), refusal)
+        row["offline"] = answer_relevance(row["question"], row["answer"], refusal) if analyses else 0.0
+        row["coverage"] = legacy_answer_relevance(row["question"], row["answer"], len(analyses), refusal)
+    if judge_name == "offline":
+        return "offline", "coverage"
+    from ragwatch.scoring.judges.embedding import EmbeddingJudge
+
+    embedding = EmbeddingJudge()
+    samples = [Sample(str(i), "eval", r["question"], r["answer"], [], 0.0) for i, r in enumerate(rows)]
+    for start in range(0, len(samples), BATCH):
+        verdicts = embedding.score_many(samples[start : start + BATCH])
+        for row, verdict in zip(rows[start : start + BATCH], verdicts, strict=True):
+            row["embedding"] = verdict.scores[ANSWER_RELEVANCE]
+    return "embedding", "offline"
 
 
-def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def report(rows: list[dict[str, Any]], models: tuple[str, str] = ("offline", "coverage")) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cells: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -148,7 +166,7 @@ def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for (kind, lang), negs in sorted(cells.items()):
         pos = positives[lang]
         entry: dict[str, Any] = {"relevant": len(pos), "not_relevant": len(negs)}
-        for model in ("new", "old"):
+        for model in models:
             labels = [True] * len(pos) + [False] * len(negs)
             scores = [r[model] for r in pos] + [r[model] for r in negs]
             auc = roc_auc(labels, scores)
@@ -161,20 +179,28 @@ def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=kit.ROOT.parent / "shared" / "data")
+    parser.add_argument(
+        "--judge",
+        choices=("offline", "embedding"),
+        default="offline",
+        help="embedding: the embedding judge (ragwatch[embeddings]) against the offline judge",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = build(args.data)
-    score(rows)
-    result = report(rows)
+    models = score(rows, args.judge)
+    result = report(rows, models)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=1))
         return 0
+    new, old = models
     print(f"{len(rows)} rows ({sum(r['relevant'] for r in rows)} relevant); threshold {THRESHOLD}")
-    print(f"  {'negatives/language':24s} {'pos':>5s} {'neg':>5s}  {'AUC new | old':>15s}  {'acc new | old':>15s}")
+    head = f"{new} | {old}"
+    print(f"  {'negatives/language':24s} {'pos':>5s} {'neg':>5s}  {'AUC ' + head:>26s}  {'acc ' + head:>26s}")
     for name, e in result.items():
-        auc = f"{e['new']['auc']:.3f} | {e['old']['auc']:.3f}"
-        acc = f"{e['new']['accuracy']:.3f} | {e['old']['accuracy']:.3f}"
-        print(f"  {name:24s} {e['relevant']:5d} {e['not_relevant']:5d}  {auc:>15s}  {acc:>15s}")
+        auc = f"{e[new]['auc']:.3f} | {e[old]['auc']:.3f}"
+        acc = f"{e[new]['accuracy']:.3f} | {e[old]['accuracy']:.3f}"
+        print(f"  {name:24s} {e['relevant']:5d} {e['not_relevant']:5d}  {auc:>26s}  {acc:>26s}")
     return 0
 
 

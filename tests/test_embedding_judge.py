@@ -325,3 +325,28 @@ def test_cjk_questions_keep_the_offline_relevance_and_embed_no_chunk(
     assert english != OfflineJudge().relevance(
         "How many runners took part in the Beijing marathon?", ["30,000 runners ran in Beijing."]
     )
+
+
+def test_similarity_never_lifts_answer_relevance_over_a_failed_check(
+    judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Last year's figures for this year's question are as close to it as the right answer (the old judge
+    raised the offline judge's 0.3 to above 0.9 with the cosine); the time check's cap holds, and the claims
+    are not embedded since no similarity could change the score."""
+    from ragwatch.scoring.judges.lru import LRUCache
+
+    monkeypatch.setattr(judge, "_text_cache", LRUCache(0))
+    spy = _EncodeSpy(judge)
+    monkeypatch.setattr(judge._embedder, "encode", spy)
+    question = "What was Acme's revenue in 2024?"
+    wrong_year = make(question, "Acme's revenue in 2023 was $5 million.", ["Acme reported $5 million for 2023."])
+    offline = OfflineJudge().score(wrong_year).scores[ANSWER_RELEVANCE]
+    assert offline <= 0.3
+    assert judge.score(wrong_year).scores[ANSWER_RELEVANCE] == offline
+    assert "Acme's revenue in 2023 was $5 million." not in {t for call in spy.calls for t in call}
+    # a paraphrase that fails no check is still raised by the similarity
+    raised = judge.score(make("What did the physician do?", PARAPHRASE_ANSWER, CONTEXT))
+    assert (
+        raised.scores[ANSWER_RELEVANCE]
+        > OfflineJudge().score(make("What did the physician do?", PARAPHRASE_ANSWER, CONTEXT)).scores[ANSWER_RELEVANCE]
+    )

@@ -29,7 +29,7 @@ from ragwatch.scoring.judges.relevance import question_kind
 from ragwatch.scoring.judges.text import content_tokens, token_prior
 from ragwatch.scoring.judges.text_rules import entity_tokens
 
-__all__ = ["AnswerChecks", "answer_relevance", "check_answer"]
+__all__ = ["AnswerChecks", "answer_relevance", "answer_scores", "check_answer"]
 
 #: The answer is too short to be asked to repeat the question's words or name its entity.
 SHORT_TOKENS = 8
@@ -110,24 +110,36 @@ def check_answer(question: str, answer: str) -> AnswerChecks:
     return AnswerChecks(coverage, short, names_entity, answers_attribute, respects_time)
 
 
-def answer_relevance(question: str, answer: str, share_refusal: float = 0.0) -> float:
+def answer_scores(question: str, answer: str) -> tuple[float, float]:
+    """The coverage-based score (raised for a short direct answer or one carrying the asked date/number) and
+    the cap of the failed checks (1.0 when none failed), before refusals are counted."""
+    if not question.strip():
+        return 0.7, 1.0
+    checks = check_answer(question, answer)
+    base = 0.5 + 0.5 * min(1.0, checks.coverage / 0.6)
+    if checks.short or checks.answers_attribute:
+        base = max(base, 0.9)  # a short direct answer, or one carrying the asked date/number
+    cap = 1.0
+    if checks.names_entity is False:
+        cap = min(cap, CAP_ENTITY)
+    if checks.answers_attribute is False:
+        cap = min(cap, CAP_ATTRIBUTE)
+    if checks.respects_time is False:
+        cap = min(cap, CAP_TIME)
+    return base, cap
+
+
+def answer_relevance(question: str, answer: str, share_refusal: float = 0.0, semantic: float | None = None) -> float:
     """Answer relevance in 0..1: the coverage-based score capped by the failed checks, refusals low.
 
-    ``share_refusal`` is the share of the answer's claims that are refusals or meta statements.
+    ``share_refusal`` is the share of the answer's claims that are refusals or meta statements. ``semantic``
+    (the embedding judge's claim–question similarity, 0..1) can raise the coverage-based score but not lift
+    it over a failed check's cap: a paraphrase may answer without repeating the question's words, but last
+    year's figures are as close to the question as this year's.
     """
     if not answer.strip():
         return 0.0
-    if not question.strip():
-        base = 0.7
-    else:
-        checks = check_answer(question, answer)
-        base = 0.5 + 0.5 * min(1.0, checks.coverage / 0.6)
-        if checks.short or checks.answers_attribute:
-            base = max(base, 0.9)  # a short direct answer, or one carrying the asked date/number
-        if checks.names_entity is False:
-            base = min(base, CAP_ENTITY)
-        if checks.answers_attribute is False:
-            base = min(base, CAP_ATTRIBUTE)
-        if checks.respects_time is False:
-            base = min(base, CAP_TIME)
-    return round(min(1.0, (1 - share_refusal) * base + share_refusal * REFUSAL_SCORE), 4)
+    base, cap = answer_scores(question, answer)
+    if semantic is not None:
+        base = max(base, semantic)
+    return round(min(1.0, (1 - share_refusal) * min(base, cap) + share_refusal * REFUSAL_SCORE), 4)

@@ -23,7 +23,8 @@ What the embeddings still do:
   is an English one, and on the corpus' Chinese set its cosine added nothing to the ranking.
 * **Answer relevance** is the offline judge's, raised when the claims are semantically close to the
   question (a claim–question cosine of ``rel_midpoint`` counts as 0.5: still hand-set, and only able to
-  raise the offline figure).
+  raise the offline figure) but never over the cap of a failed check — an answer with last year's figures,
+  or a place for a "when", is as close to the question as the right one.
 
 Why it is shaped for speed the way it is: on a CPU the bi-encoder's cost is its word pieces (about 20
 MFLOP each for MiniLM-L6), so everything avoids reading a text twice. :meth:`score_many` gathers every
@@ -48,6 +49,7 @@ import numpy as np
 
 from ragwatch.errors import ConfigError
 from ragwatch.sampling.sample import Sample, SampleChunk
+from ragwatch.scoring.judges.answer_relevance import answer_scores
 from ragwatch.scoring.judges.calibration import sigmoid
 from ragwatch.scoring.judges.claim_features import ClaimAnalysis
 from ragwatch.scoring.judges.lru import LRUCache
@@ -141,7 +143,7 @@ class EmbeddingJudge(SemanticJudge):
         #: bi-encoder calls (one per :meth:`score_many` batch with anything left to embed)
         self.model_calls = 0
         name = self.model_name.rsplit("/", 1)[-1]
-        self.version = f"5+{name}+w{self._embedder.max_seq_length}+{self._chunk_relevance.digest}+{self.version}"
+        self.version = f"6+{name}+w{self._embedder.max_seq_length}+{self._chunk_relevance.digest}+{self.version}"
 
     # -- embeddings
 
@@ -207,8 +209,7 @@ class EmbeddingJudge(SemanticJudge):
         rows = []
         for sample, chunks, _, analyses in prepared:
             question, answer = sample.question or "", sample.answer or ""
-            base = self._offline._answer_relevance(question, answer, analyses) if answer.strip() else None
-            claims = self._raising_claims(question, base, analyses)
+            claims = self._raising_claims(question, answer, analyses)
             embed_chunks = not is_cjk_question(question)
             c_keys = [
                 want(self._chunk_cache, self._chunk_key(c.id, c.text or ""), c.text or "")
@@ -216,46 +217,36 @@ class EmbeddingJudge(SemanticJudge):
             ]
             a_keys = [want(self._text_cache, self._digest(t), t) for t in claims]
             q_key = want(self._text_cache, self._digest(question), question) if c_keys or a_keys else None
-            rows.append((base, q_key, c_keys, a_keys))
+            rows.append((q_key, c_keys, a_keys))
         if todo:
             fresh = self._encode(list(todo.values()))
             for key, value in zip(todo, fresh, strict=True):
                 embs[key] = value
                 (self._chunk_cache if isinstance(key, tuple) else self._text_cache).put(key, value)
         out: list[tuple[list[float], Callable[[], float]]] = []
-        for (sample, chunks, text_analyses, analyses), (base, q_key, c_keys, a_keys) in zip(
-            prepared, rows, strict=True
-        ):
+        for (sample, chunks, text_analyses, analyses), (q_key, c_keys, a_keys) in zip(prepared, rows, strict=True):
             q_emb = embs.get(q_key)
             texts = [c.text or "" for c in chunks]
             c_embs = np.stack([embs[k] for k in c_keys]) if c_keys else None
             rels = self._relevance_from(sample.question or "", texts, text_analyses, q_emb, c_embs) if chunks else []
             claim_embs = np.stack([embs[k] for k in a_keys]) if a_keys else None
-            out.append((rels, partial(self._answer_relevance, base, analyses, q_emb, claim_embs)))
+            out.append((rels, partial(self._answer_relevance, sample, analyses, q_emb, claim_embs)))
         return out
 
-    def _ceiling(self, analyses: list[ClaimAnalysis]) -> float:
-        """The most the claims can raise answer relevance to: a cosine of at most 1 (1.001: float32 rounding)."""
-        share_refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses)
-        return (1 - share_refusal) * self._calibrate(1.001) + share_refusal * 0.2
-
-    def _raising_claims(self, question: str, base: float | None, analyses: list[ClaimAnalysis]) -> list[str]:
+    def _raising_claims(self, question: str, answer: str, analyses: list[ClaimAnalysis]) -> list[str]:
         """The claims worth embedding for answer relevance: none without an answer or a question, and none
-        when the offline figure ``base`` already reaches their :meth:`_ceiling` — offline answer relevance is
-        1.0 for most answers that address their question, and skipping them then changes no score."""
-        if base is None or not question.strip():
+        when no similarity could change the score — the coverage-based score already reaches a failed
+        check's cap (which the similarity cannot lift, :func:`answer_relevance`) or the most a cosine of 1
+        could raise it to (1.001: float32 rounding). Offline answer relevance is 1.0 for most answers that
+        address their question, and skipping them then changes no score."""
+        if not answer.strip() or not question.strip():
             return []
         claims = [a.claim.text for a in analyses if not a.unverifiable]
-        return claims if claims and base < self._ceiling(analyses) else []
+        base, cap = answer_scores(question, answer)
+        return claims if claims and base < min(cap, self._calibrate(1.001)) else []
 
-    def _answer_relevance(
-        self, base: float | None, analyses: list[ClaimAnalysis], q_emb: Any, claim_embs: Any
-    ) -> float:
-        """The offline judge's answer relevance, raised when the claims are semantically close to the question."""
-        if base is None:  # no answer: build_verdict never asks
-            return 0.0
-        if claim_embs is None:  # nothing to raise it, or at the ceiling (offline figures are rounded ≤ 1 already)
-            return base
-        share_refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses)
-        sem = self._calibrate(float((claim_embs @ q_emb).max()))
-        return round(min(1.0, max(base, (1 - share_refusal) * sem + share_refusal * 0.2)), 4)
+    def _answer_relevance(self, sample: Sample, analyses: list[ClaimAnalysis], q_emb: Any, claim_embs: Any) -> float:
+        """The offline judge's answer relevance, raised (under its checks' caps) when the claims are
+        semantically close to the question."""
+        sem = None if claim_embs is None else self._calibrate(float((claim_embs @ q_emb).max()))
+        return self._offline._answer_relevance(sample.question or "", sample.answer or "", analyses, sem)

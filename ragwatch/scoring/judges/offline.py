@@ -321,12 +321,15 @@ class OfflineJudge:
             self.k, chunks, rels, answer, analyses, lambda: self._answer_relevance(question, answer or "", analyses)
         )
 
-    def _answer_relevance(self, question: str, answer: str, analyses: list[ClaimAnalysis]) -> float:
-        """Does the answer address the question (:mod:`ragwatch.scoring.judges.answer_relevance`); refusals low."""
+    def _answer_relevance(
+        self, question: str, answer: str, analyses: list[ClaimAnalysis], semantic: float | None = None
+    ) -> float:
+        """Does the answer address the question (:mod:`ragwatch.scoring.judges.answer_relevance`); refusals low.
+        ``semantic``: the embedding judge's claim–question similarity, which may raise it under the caps."""
         if not analyses:
             return 0.0
         share_refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses)
-        return answer_relevance(question, answer, share_refusal)
+        return answer_relevance(question, answer, share_refusal, semantic)
 
 
 def claim_labels(claims: Iterable[Claim], spans: Sequence[Sequence[int]]) -> list[bool]:
