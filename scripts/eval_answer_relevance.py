@@ -107,7 +107,13 @@ def _most_similar(i: int, pairs: list[dict[str, str]], toks: list[set[str]], ok:
 
 
 def build(data: Path) -> list[dict[str, Any]]:
-    pairs = sources(data)
+    """The labelled set of the module docstring, from the dev files."""
+    return build_rows(sources(data))
+
+
+def build_rows(pairs: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Each (source, language, question, answer) pair as a relevant row, with the negatives built from it
+    (the module docstring); ``scripts/train_embedding_relevance.py`` builds the same from training pairs."""
     toks = [set(content_tokens(p["question"])) for p in pairs]
     rows: list[dict[str, Any]] = []
     for i, p in enumerate(pairs):

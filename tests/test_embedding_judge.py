@@ -350,3 +350,23 @@ def test_similarity_never_lifts_answer_relevance_over_a_failed_check(
         raised.scores[ANSWER_RELEVANCE]
         > OfflineJudge().score(make("What did the physician do?", PARAPHRASE_ANSWER, CONTEXT)).scores[ANSWER_RELEVANCE]
     )
+
+
+def test_answer_similarity_raise_is_read_from_the_weight_file_and_its_choice_follows_the_cv(
+    judge: EmbeddingJudge, tmp_path
+) -> None:
+    weights = json.loads(SIMILARITY_WEIGHTS_PATH.read_text(encoding="utf-8"))
+    raise_ = weights["answer_similarity"]
+    assert raise_["measured_on"].startswith("train/relevance/")
+    cv = raise_["cv"]
+    hand = cv["hand-set"]
+    beaten = [n for n, c in cv.items() if c["auc"] > hand["auc"] and c["accuracy"] > hand["accuracy"]]
+    assert (raise_["chosen"] == "hand-set") == (not beaten)
+    assert (judge.rel_midpoint, judge.rel_slope) == (raise_["midpoint"], raise_["slope"])
+    weights["answer_similarity"] = {**raise_, "midpoint": 0.9}
+    (tmp_path / "w.json").write_text(json.dumps(weights), encoding="utf-8")
+    strict = EmbeddingJudge(relevance_weights_path=tmp_path / "w.json")
+    assert strict.rel_midpoint == 0.9 and strict._calibrate(0.6) < judge._calibrate(0.6)
+    weights["answer_similarity"] = {**raise_, "slope": 0}
+    (tmp_path / "bad.json").write_text(json.dumps(weights), encoding="utf-8")
+    assert EmbeddingJudge(relevance_weights_path=tmp_path / "bad.json").rel_midpoint == 0.35  # defaults, warned

@@ -22,9 +22,11 @@ What the embeddings still do:
   in CJK script keep the offline judge's relevance, and their chunks are not embedded: the default model
   is an English one, and on the corpus' Chinese set its cosine added nothing to the ranking.
 * **Answer relevance** is the offline judge's, raised when the claims are semantically close to the
-  question (a claim–question cosine of ``rel_midpoint`` counts as 0.5: still hand-set, and only able to
-  raise the offline figure) but never over the cap of a failed check — an answer with last year's figures,
-  or a place for a "when", is as close to the question as the right one.
+  question (a claim–question cosine of ``rel_midpoint`` counts as 0.5; only able to raise the offline
+  figure) but never over the cap of a failed check — an answer with last year's figures, or a place for a
+  "when", is as close to the question as the right one. The raise is hand-set (0.5 at 0.35, slope 12),
+  kept because neither fitted alternative beat it in grouped CV on a set built from SelQA's answer
+  sentences (``answer_similarity`` in the weight file, ``scripts/train_embedding_relevance.py``).
 
 Why it is shaped for speed the way it is: on a CPU the bi-encoder's cost is its word pieces (about 20
 MFLOP each for MiniLM-L6), so everything avoids reading a text twice. :meth:`score_many` gathers every
@@ -109,8 +111,8 @@ class EmbeddingJudge(SemanticJudge):
         model: str | None = None,
         k: int = 3,
         *,
-        rel_midpoint: float = 0.35,
-        rel_slope: float = 12.0,
+        rel_midpoint: float | None = None,
+        rel_slope: float | None = None,
         relevance_weights_path: Path | str | None = None,
         cache_size: int = 4096,
         **semantic: Any,
@@ -122,8 +124,6 @@ class EmbeddingJudge(SemanticJudge):
         except ImportError as exc:
             raise ConfigError(_INSTALL_HINT) from exc
         self.model_name = model or DEFAULT_MODEL
-        self.rel_midpoint = rel_midpoint
-        self.rel_slope = rel_slope
         local = resolve_model_path(self.model_name)
         try:
             if local is not None:
@@ -138,6 +138,9 @@ class EmbeddingJudge(SemanticJudge):
             self._embedder.max_seq_length = min(self._embedder.max_seq_length or 512, MAX_WORD_PIECES)
         super().__init__(k, cache_size=cache_size, **semantic)
         self._chunk_relevance = RelevanceScorer(relevance_weights_path, similarity=True)
+        raise_ = self._chunk_relevance.answer_similarity
+        self.rel_midpoint = float(raise_["midpoint"]) if rel_midpoint is None else rel_midpoint
+        self.rel_slope = float(raise_["slope"]) if rel_slope is None else rel_slope
         self._chunk_cache = LRUCache(cache_size)
         self._text_cache = LRUCache(cache_size)
         #: bi-encoder calls (one per :meth:`score_many` batch with anything left to embed)

@@ -104,6 +104,10 @@ SIMILARITY_FEATURES = ("similarity",)
 #: How many best-supported words make up a list's pseudo-answer.
 CONSENSUS_WORDS = 10
 
+#: The embedding judge's raise of answer relevance by the claim–question cosine (0.5 at ``midpoint``), when
+#: its weight file has none: the hand-set one that ``scripts/train_embedding_relevance.py`` measures.
+_ANSWER_SIMILARITY = {"midpoint": 0.35, "slope": 12.0}
+
 # Fallback so the judge works before (or without) a trained file: coverage-led, roughly calibrated.
 _DEFAULT_WEIGHTS: dict[str, Any] = {
     "features": list(RELEVANCE_FEATURES),
@@ -510,6 +514,10 @@ def _check_weights(weights: dict[str, Any], features: Sequence[str] = RELEVANCE_
 
 def _check_similarity_weights(weights: dict[str, Any]) -> None:
     _check_weights(weights, (*RELEVANCE_FEATURES, *SIMILARITY_FEATURES))
+    raise_ = weights.get("answer_similarity", _ANSWER_SIMILARITY)
+    if not float(raise_["slope"]) > 0:
+        raise ValueError("answer_similarity: slope must be positive")
+    float(raise_["midpoint"])
 
 
 class RelevanceScorer:
@@ -522,6 +530,8 @@ class RelevanceScorer:
     def __init__(self, weights_path: Path | str | None = None, *, similarity: bool = False) -> None:
         weights, self.digest = load_weights(Path(weights_path) if weights_path else None, similarity)
         self.similarity = similarity
+        #: the embedding judge's answer-relevance raise (``similarity`` weights only; read by that judge)
+        self.answer_similarity: dict[str, Any] = dict(weights.get("answer_similarity", _ANSWER_SIMILARITY))
         self._stage1 = [float(c) for c in weights["stage1"]["coef"]]
         self._stage1_intercept = float(weights["stage1"]["intercept"])
         self._coef = [float(c) for c in weights["coef"]]
