@@ -89,3 +89,39 @@ def test_refusals_and_empty_answers_read_low(judge: OfflineJudge) -> None:
     assert answer_relevance("Who wrote Hamlet?", "William Shakespeare.", share_refusal=1.0) == pytest.approx(0.2)
     assert scored(judge, "Who wrote Hamlet?", "I don't know.") < THRESHOLD
     assert scored(judge, "Who wrote Hamlet?", "William Shakespeare wrote Hamlet.") >= THRESHOLD
+
+
+def test_labelled_set_is_built_by_construction() -> None:
+    """scripts/eval_answer_relevance.py's set (the dev measurement, and the training set that
+    train_embedding_relevance.py measures the embedding judge's raise on): each pair's negatives."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
+    import eval_answer_relevance as ear
+
+    pairs = [
+        {"source": "s", "language": "en", "question": "When did the Acme bridge open?", "answer": "It opened in 1932."},
+        {"source": "s", "language": "en", "question": "Where is the Acme bridge?", "answer": "It is in Springfield."},
+        {
+            "source": "s",
+            "language": "en",
+            "question": "What was Acme's revenue in 2024?",
+            "answer": "Acme's revenue in 2024 was $7 million.",
+        },
+        {"source": "t", "language": "en", "question": "Where is the Acme tower?", "answer": "It is in Shelbyville."},
+    ]
+    rows = ear.build_rows(pairs)
+    by_kind = {(r["question"], r["kind"]): r["answer"] for r in rows}
+    assert sum(r["relevant"] for r in rows) == 4 and all(r["relevant"] == (r["kind"] == "relevant") for r in rows)
+    # the most similar other question of the same source, never another source's
+    assert by_kind[("Where is the Acme bridge?", "other question")] == "It opened in 1932."
+    assert ("Where is the Acme tower?", "other question") not in by_kind
+    # a "when" question gets the answer of the most similar question of another kind
+    assert by_kind[("When did the Acme bridge open?", "other attribute")] == "It is in Springfield."
+    # the question's year, named by its answer, moved back by one
+    assert by_kind[("What was Acme's revenue in 2024?", "year changed")] == "Acme's revenue in 2023 was $7 million."
+    models = ear.score(rows)
+    assert models == ("offline", "coverage")
+    report = ear.report(rows, models)
+    assert report["year changed/en"]["offline"]["auc"] == 1.0  # the time check caps the changed answer
