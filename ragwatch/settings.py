@@ -228,6 +228,21 @@ class Settings(BaseSettings):
         description="Offline judge (also inside the cascade): chunk text analyses kept in a bounded LRU cache "
         "(about 6 kB each for a 150-word chunk; 0 keeps none). Size it to the chunks retrieved again and again.",
     )
+    offline_threshold: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Offline judge (also inside the cascade): a claim is SUPPORTED when its P(supported) is at least "
+        "this (unset: the threshold in the weight file, set on the dev files). Choose it for your traffic's base "
+        "rate with `ragwatch eval-judge FILE --thresholds` on answers you labelled.",
+    )
+    relevance_offset: float = Field(
+        default=0.0,
+        ge=-10,
+        le=10,
+        description="Every judge's chunk relevance: a logit added to its calibration (0: as shipped). A "
+        "relevance file of your own with `ragwatch eval-judge FILE --calibration` suggests it.",
+    )
     semantic_band: float | None = Field(
         default=None,
         ge=0,

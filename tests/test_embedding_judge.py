@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
@@ -30,7 +31,7 @@ from ragwatch.scoring.judges.relevance import (
     SIMILARITY_WEIGHTS_PATH,
     RelevanceScorer,
 )
-from ragwatch.settings import JUDGE_NAMES
+from ragwatch.settings import JUDGE_NAMES, load_settings
 from tests.conftest import judge_sample as make
 
 if resolve_model_path("all-MiniLM-L6-v2") is None and os.environ.get("CI") != "true":
@@ -370,3 +371,20 @@ def test_answer_similarity_raise_is_read_from_the_weight_file_and_its_choice_fol
     weights["answer_similarity"] = {**raise_, "slope": 0}
     (tmp_path / "bad.json").write_text(json.dumps(weights), encoding="utf-8")
     assert EmbeddingJudge(relevance_weights_path=tmp_path / "bad.json").rel_midpoint == 0.35  # defaults, warned
+
+
+def test_relevance_offset_shifts_both_calibrations(judge: EmbeddingJudge) -> None:
+    """``relevance_offset`` moves the embedding calibration (English questions) and the offline one that CJK
+    questions keep, by the same logit; the ranking and the cosines stay as they were."""
+    shifted = make_judges(["embedding"], load_settings(relevance_offset=-1.5))[0]
+    assert isinstance(shifted, EmbeddingJudge) and shifted.version != judge.version
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    for question, texts in (
+        ("What is the capital of France?", [CONTEXT[1], CONTEXT[0]]),
+        ("长城有多长？", ["长城全长21196千米。", "香蕉富含钾。", "长城修建了很多个世纪。"]),
+    ):
+        for a, b in zip(judge.relevance(question, texts), shifted.relevance(question, texts), strict=True):
+            assert logit(b) == pytest.approx(logit(a) - 1.5, abs=1e-6)

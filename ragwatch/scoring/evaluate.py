@@ -37,6 +37,13 @@ from typing import Any
 
 from ragwatch.errors import ConfigError
 from ragwatch.sampling.sample import Sample, SampleChunk
+from ragwatch.scoring.base_rate import relevance_offset, threshold_table
+from ragwatch.scoring.judge_metrics import (
+    expected_calibration_error,
+    precision_recall_f1,
+    reliability_table,
+    roc_auc,
+)
 from ragwatch.scoring.judges.base import FAITHFULNESS, FULLY_SUPPORTED
 from ragwatch.scoring.retrieval_metrics import average_precision_from_labels
 
@@ -67,86 +74,6 @@ class EvalInputError(ValueError):
     def __init__(self, line: int, message: str) -> None:
         super().__init__(f"line {line}: {message}" if line else message)
         self.line = line
-
-
-# ------------------------------------------------------------------------------------------ metrics
-
-
-def roc_auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
-    """ROC-AUC via the Mann–Whitney U statistic with average ranks for ties; ``None`` if a class is absent.
-
-    Ties matter here: ``1 − faithfulness`` takes few distinct values, and a tie must count one half.
-    """
-    n = len(labels)
-    if n != len(scores):
-        raise ValueError("labels and scores differ in length")
-    n_pos = sum(1 for y in labels if y)
-    n_neg = n - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return None
-    order = sorted(range(n), key=lambda i: scores[i])
-    ranks = [0.0] * n
-    i = 0
-    while i < n:
-        j = i
-        while j + 1 < n and scores[order[j + 1]] == scores[order[i]]:
-            j += 1
-        avg = (i + j) / 2 + 1  # ranks are 1-based
-        for t in range(i, j + 1):
-            ranks[order[t]] = avg
-        i = j + 1
-    rank_sum = sum(r for r, y in zip(ranks, labels, strict=True) if y)
-    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
-
-
-def _bin_sums(labels: Sequence[bool], scores: Sequence[float], bins: int) -> list[tuple[int, float, int]]:
-    """(count, sum of scores, positives) per equal-width score bin; the last bin is closed at 1.0."""
-    if len(labels) != len(scores):
-        raise ValueError("labels and scores differ in length")
-    sums = [[0, 0.0, 0] for _ in range(bins)]
-    for y, p in zip(labels, scores, strict=True):
-        b = min(bins - 1, max(0, int(float(p) * bins)))
-        sums[b][0] += 1
-        sums[b][1] += float(p)
-        sums[b][2] += 1 if y else 0
-    return [(int(n), float(total), int(pos)) for n, total, pos in sums]
-
-
-def reliability_table(labels: Sequence[bool], scores: Sequence[float], bins: int = 10) -> list[dict[str, Any]]:
-    """Per equal-width score bin: its range, count, mean score and share of positives. Empty bins are
-    listed (n 0) so the tables of different runs line up."""
-    return [
-        {
-            "low": round(b / bins, 4),
-            "high": round((b + 1) / bins, 4),
-            "n": n,
-            "mean_score": round(total / n, 4) if n else None,
-            "positive_rate": round(pos / n, 4) if n else None,
-        }
-        for b, (n, total, pos) in enumerate(_bin_sums(labels, scores, bins))
-    ]
-
-
-def expected_calibration_error(labels: Sequence[bool], scores: Sequence[float], bins: int = 10) -> float | None:
-    """ECE: the count-weighted mean, over equal-width score bins, of |mean score − share of positives|.
-
-    Why it matters here: Context Precision@K is a mean of these scores compared with an SLA (0.65), so a
-    score of 0.7 must mean "relevant about 70 % of the time", not merely rank above 0.6. ``None`` when empty.
-    """
-    if not labels:
-        return None
-    return sum(abs(total - pos) for n, total, pos in _bin_sums(labels, scores, bins) if n) / len(labels)
-
-
-def precision_recall_f1(labels: Sequence[bool], predictions: Sequence[bool]) -> tuple[float, float, float]:
-    """Precision, recall and F1 of the positive class; 0.0 where a ratio has an empty denominator."""
-    tp = sum(1 for y, p in zip(labels, predictions, strict=True) if y and p)
-    fp = sum(1 for y, p in zip(labels, predictions, strict=True) if not y and p)
-    fn = sum(1 for y, p in zip(labels, predictions, strict=True) if y and not p)
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
 
 
 # -------------------------------------------------------------------------------------------- input
@@ -270,17 +197,33 @@ def hallucination_score(scores: dict[str, float]) -> float:
     return 1.0 - float(scores.get(FULLY_SUPPORTED, scores.get(FAITHFULNESS, 1.0)))
 
 
-def evaluate_faithfulness(rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop) -> dict[str, Any]:
-    """Score every row; summarise "contains a hallucination" overall, by task type and by language."""
+def _claim_odds(judge: Any, sample: Sample) -> list[tuple[float, bool]]:
+    """(P(supported), vetoed by a hard rule) of each verifiable claim, unrounded (a score record rounds P
+    to four decimals, which could move a claim across a threshold of the table)."""
+    analyses = judge.analyse(sample) if (sample.answer or "").strip() else []
+    return [(a.p_supported, a.rule is not None) for a in analyses if not a.unverifiable]
+
+
+def evaluate_faithfulness(
+    rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop, thresholds: bool = False
+) -> dict[str, Any]:
+    """Score every row; summarise "contains a hallucination" overall, by task type and by language.
+
+    ``thresholds`` (a judge with ``analyse`` and ``threshold``: the offline judge) adds ``"thresholds"``, the
+    same F1 at every other claim threshold (:func:`~ragwatch.scoring.base_rate.threshold_table`)."""
     labels: list[bool] = []
     predictions: list[bool] = []
     scores: list[float] = []
+    odds: list[list[tuple[float, bool]]] = []
     groups: dict[str, dict[str, list[int]]] = {"by_task_type": defaultdict(list), "by_language": defaultdict(list)}
     for i, row in enumerate(rows):
         _check_faithfulness_row(row)
-        verdict = judge.score(row_to_sample(row, i))
+        sample = row_to_sample(row, i)
+        verdict = judge.score(sample)
         claims = _claims_of(verdict.details)
         flagged = any(c.get("verdict") == "UNSUPPORTED" for c in claims)
+        if thresholds:
+            odds.append(_claim_odds(judge, sample))
         labels.append(bool(row["label_hallucinated"]))
         predictions.append(flagged)
         scores.append(hallucination_score(verdict.scores))
@@ -293,6 +236,8 @@ def evaluate_faithfulness(rows: Sequence[dict[str, Any]], judge: Any, progress: 
             name: _summary([labels[i] for i in idx], [predictions[i] for i in idx], [scores[i] for i in idx])
             for name, idx in sorted(by.items())
         }
+    if thresholds:
+        result["thresholds"] = threshold_table(labels, odds, float(judge.threshold))
     return result
 
 
@@ -335,10 +280,15 @@ def calibration_summary(labels: Sequence[bool], scores: Sequence[float], bins: i
 
 
 def evaluate_relevance(
-    rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop, calibration: bool = False
+    rows: Sequence[dict[str, Any]],
+    judge: Any,
+    progress: Progress = _noop,
+    calibration: bool = False,
+    current_offset: float = 0.0,
 ) -> dict[str, Any]:
     """Rank each question's passages by the judge's graded relevance; MAP, MRR and AUC (and, with
-    ``calibration``, ECE and a reliability table under ``"calibration"``, overall and per language)."""
+    ``calibration``, ECE and a reliability table under ``"calibration"``, overall and per language, and the
+    ``relevance_offset`` that would calibrate this file, given the ``current_offset`` the judge ran with)."""
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         _check_relevance_row(row)
@@ -372,6 +322,9 @@ def evaluate_relevance(
         result["calibration"] = {
             "overall": flat([(labels, scores) for _, labels, scores in ranked]),
             "by_language": {lang: flat(qs) for lang, qs in sorted(by_language.items())},
+            "offset": relevance_offset(
+                [y for _, ys, _ in ranked for y in ys], [p for _, _, ps in ranked for p in ps], current_offset
+            ),
         }
     return result
 
@@ -408,6 +361,13 @@ def _calibration_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list
     cal = result["calibration"]
     groups = [("overall", cal["overall"])] + [(f"language={k}", v) for k, v in cal["by_language"].items()]
     ece = ", ".join(f"{name} {_fmt(c['ece'])} (n {c['n']})" for name, c in groups)
+    offset = cal.get("offset", {})
+    if offset.get("suggested") is not None:
+        ece += (
+            f"; relevance_offset {offset['suggested']:g} (now {offset['current']:g}) would read ECE "
+            f"{offset['ece_after']:.3f} and a mean score of {offset['mean_score_after']:.3f} against "
+            f"{offset['positive_rate']:.3f} relevant"
+        )
     columns = ["score bin", "n", "mean score", "relevant share", "gap"]
     body = []
     for b in cal["overall"]["bins"]:
@@ -416,6 +376,33 @@ def _calibration_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list
             [f"{b['low']:.1f}–{b['high']:.1f}", str(b["n"]), _fmt(b["mean_score"]), _fmt(b["positive_rate"]), _fmt(gap)]
         )
     return f"calibration: ECE (10 bins) {ece}", columns, body
+
+
+def _threshold_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+    """The threshold table every 0.05, plus the judge's own threshold and the best one."""
+    table = result["thresholds"]
+    cur, best = table["current"], table["best"]
+    title = (
+        f"claim threshold {cur['threshold']:g}: F1 {cur['f1']:.3f}; best {best['f1']:.3f} at {best['threshold']:g}"
+        " (offline_threshold)"
+    )
+    columns = ["threshold", "precision", "recall", "f1", "flagged share"]
+    shown = [r for r in table["rows"] if round(r["threshold"] * 100) % 5 == 0 or r is best]
+    body = [
+        [f"{r['threshold']:.2f}" + (" best" if r is best else "")]
+        + [_fmt(float(r[c])) for c in ("precision", "recall", "f1", "flagged_share")]
+        for r in shown
+    ]
+    return title, columns, body
+
+
+def _extra_tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    tables = []
+    if "calibration" in result:
+        tables.append(_calibration_rows(result))
+    if "thresholds" in result:
+        tables.append(_threshold_rows(result))
+    return tables
 
 
 def _plain(title: str, columns: list[str], body: list[list[str]]) -> list[str]:
@@ -429,8 +416,8 @@ def _plain(title: str, columns: list[str], body: list[list[str]]) -> list[str]:
 def render_plain(result: dict[str, Any], kind: str, title: str) -> str:
     """The result as aligned plain-text tables (used when rich is not installed)."""
     lines = _plain(title, *_table_rows(result, kind))
-    if "calibration" in result:
-        lines += ["", *_plain(*_calibration_rows(result))]
+    for extra in _extra_tables(result):
+        lines += ["", *_plain(*extra)]
     return "\n".join(lines)
 
 
@@ -441,9 +428,7 @@ def _print_table(result: dict[str, Any], kind: str, title: str) -> None:
     except ImportError:
         print(render_plain(result, kind, title))
         return
-    tables = [(title, *_table_rows(result, kind))]
-    if "calibration" in result:
-        tables.append(_calibration_rows(result))
+    tables = [(title, *_table_rows(result, kind)), *_extra_tables(result)]
     console = Console()
     for name, columns, body in tables:
         table = Table(title=name)
@@ -493,6 +478,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="relevance files: also the expected calibration error (10 bins) and a reliability table",
     )
+    parser.add_argument(
+        "--thresholds",
+        action="store_true",
+        help="faithfulness files, offline judge: precision, recall and F1 at every claim threshold and the best "
+        "one (for offline_threshold, on answers of your own service)",
+    )
     parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
     parser.add_argument("--judge-base-url", help="LLM judge endpoint (default: $RAGWATCH_JUDGE_BASE_URL)")
     parser.add_argument("--judge-model", help="LLM judge model (default: $RAGWATCH_JUDGE_MODEL)")
@@ -506,6 +497,7 @@ def run(
     show_progress: bool = True,
     settings: Any = None,
     calibration: bool = False,
+    thresholds: bool = False,
 ) -> dict:
     """Load, detect the kind, evaluate; returns ``{"kind", "result", "rows", "seconds"}``.
 
@@ -521,6 +513,10 @@ def run(
         check(row)
     if calibration and kind != "relevance":
         raise EvalInputError(0, "--calibration needs a relevance file (graded relevances against labels)")
+    if thresholds and (kind != "faithfulness" or judge_name != "offline"):
+        raise EvalInputError(
+            0, "--thresholds needs a faithfulness file and the offline judge (it sweeps offline_threshold)"
+        )
     if settings is None:
         from ragwatch.settings import load_settings
 
@@ -530,11 +526,12 @@ def run(
         started = time.perf_counter()
         with _progress(len(rows), f"judging {path.name}", show_progress and len(rows) > 50) as advance:
             if kind == "faithfulness":
-                result = evaluate_faithfulness(rows, judge, advance)
+                result = evaluate_faithfulness(rows, judge, advance, thresholds=thresholds)
             else:
                 if not hasattr(judge, "relevance"):
                     raise EvalInputError(0, f"judge {judge_name!r} has no relevance function")
-                result = evaluate_relevance(rows, judge, advance, calibration=calibration)
+                offset = float(getattr(settings, "relevance_offset", 0.0))
+                result = evaluate_relevance(rows, judge, advance, calibration=calibration, current_offset=offset)
         seconds = time.perf_counter() - started
     finally:
         close = getattr(judge, "close", None)
@@ -553,7 +550,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ragwatch.settings import load_settings
 
         settings = load_settings(args.config_file, judge_base_url=args.judge_base_url, judge_model=args.judge_model)
-        outcome = run(args.file, args.judge, args.limit, settings=settings, calibration=args.calibration)
+        outcome = run(
+            args.file,
+            args.judge,
+            args.limit,
+            settings=settings,
+            calibration=args.calibration,
+            thresholds=args.thresholds,
+        )
     except EvalInputError as exc:
         print(f"ragwatch eval-judge: error: {args.file}: {exc}", file=sys.stderr)
         return 2

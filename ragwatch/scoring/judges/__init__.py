@@ -28,6 +28,7 @@ from ragwatch.scoring.judges.trivial import TrivialJudge
 from ragwatch.settings import JUDGE_NAMES
 
 if TYPE_CHECKING:
+    from ragwatch.scoring.judges.offline import OfflineJudge
     from ragwatch.settings import Settings
 
 __all__ = ["JUDGE_NAMES", "Judge", "TrivialJudge", "Verdict", "make_judges"]
@@ -42,9 +43,7 @@ def _make(name: str, settings: Settings | None) -> Judge:
     if name == "trivial":
         return TrivialJudge()
     if name == "offline":
-        from ragwatch.scoring.judges.offline import OfflineJudge
-
-        return OfflineJudge(chunk_cache_size=settings.offline_cache_size) if settings is not None else OfflineJudge()
+        return _offline(settings)
     if name == "embedding":
         from ragwatch.scoring.judges.embedding import EmbeddingJudge
 
@@ -59,17 +58,28 @@ def _make(name: str, settings: Settings | None) -> Judge:
         return _llm(settings)
     if name == "cascade":
         from ragwatch.scoring.judges.cascade import CascadeJudge
-        from ragwatch.scoring.judges.offline import OfflineJudge
 
         band = settings.cascade_band if settings is not None else (0.3, 0.8)
         fraction = settings.cascade_fraction if settings is not None else 0.0
-        offline = OfflineJudge(chunk_cache_size=settings.offline_cache_size) if settings is not None else OfflineJudge()
-        return CascadeJudge(offline, _llm(settings), band=band, fraction=fraction)
+        return CascadeJudge(_offline(settings), _llm(settings), band=band, fraction=fraction)
     raise ConfigError(f"unknown judge {name!r}; known: {list(JUDGE_NAMES)}")
+
+
+def _offline(settings: Settings | None) -> OfflineJudge:
+    from ragwatch.scoring.judges.offline import OfflineJudge
+
+    if settings is None:
+        return OfflineJudge()
+    return OfflineJudge(
+        chunk_cache_size=settings.offline_cache_size,
+        threshold=settings.offline_threshold,
+        relevance_offset=settings.relevance_offset,
+    )
 
 
 def _semantic_kwargs(settings: Settings) -> dict[str, Any]:
     return {
+        "relevance_offset": settings.relevance_offset,
         "band": settings.semantic_band,
         "cache_size": settings.semantic_cache_size,
         "threads": settings.semantic_threads,

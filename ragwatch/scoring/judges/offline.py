@@ -238,7 +238,10 @@ class OfflineJudge:
     ``k`` is the K of Context Precision@K. ``version`` carries a hash of the weights (faithfulness and
     relevance), so scores from a re-trained judge are never mixed with older ones. ``chunk_cache_size``
     bounds the cache of chunk analyses (about 6 kB each with its key for a 150-word chunk, so
-    the default 2048 hold about 12 MB; 0 keeps none).
+    the default 2048 hold about 12 MB; 0 keeps none). ``threshold`` replaces the weight file's claim
+    threshold and ``relevance_offset`` shifts the relevance calibration (a logit): the two numbers that carry
+    a base rate, which a team may set for its own traffic (``ragwatch eval-judge --thresholds`` and
+    ``--calibration`` suggest them from labelled files).
     """
 
     name = "offline"
@@ -250,19 +253,24 @@ class OfflineJudge:
         relevance_weights_path: Path | str | None = None,
         *,
         chunk_cache_size: int = 2048,
+        threshold: float | None = None,
+        relevance_offset: float = 0.0,
     ) -> None:
         if k < 1:
             raise ValueError("k must be at least 1")
+        if threshold is not None and not 0.0 < threshold < 1.0:
+            raise ValueError("threshold must be between 0 and 1")
         self.k = k
         self._chunks = LRUCache(chunk_cache_size)
         self._weights, digest = load_weights(
             Path(weights_path) if weights_path else WEIGHTS_PATH, _DEFAULT_WEIGHTS, _check_weights, "offline judge"
         )
-        self._relevance = RelevanceScorer(relevance_weights_path)
-        self.version = f"1+{digest}+{self._relevance.digest}"
+        self._relevance = RelevanceScorer(relevance_weights_path, offset=relevance_offset)
         faith = self._weights["faithfulness"]
         self._model = ClaimModel(faith)
-        self.threshold = float(faith.get("threshold", 0.5))
+        self.threshold = float(faith.get("threshold", 0.5)) if threshold is None else float(threshold)
+        # a threshold of the team's own changes verdicts, so it is part of the version their scores carry
+        self.version = f"1+{digest}+{self._relevance.digest}" + ("" if threshold is None else f"+t{threshold:g}")
         #: The hard rules that decide a claim whatever the model says (the rest are only features).
         self.vetoes = frozenset(faith.get("vetoes", RULES))
 

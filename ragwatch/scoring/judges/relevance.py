@@ -524,11 +524,21 @@ class RelevanceScorer:
     """Graded relevance (0..1) of each chunk retrieved for a question; ``digest`` identifies the weights.
 
     ``similarity=True`` reads the embedding judge's weights, whose :meth:`score` takes each text's
-    similarity to the question as well.
+    similarity to the question as well. ``offset`` is a logit added to the calibration's intercepts: the
+    shipped intercepts carry the dev files' base rates, and a team's retriever has its own (the
+    ``relevance_offset`` setting; ``ragwatch eval-judge --calibration`` suggests one from labelled lists).
+    A non-zero offset is part of ``digest``, so the scores it shifts carry another judge version.
     """
 
-    def __init__(self, weights_path: Path | str | None = None, *, similarity: bool = False) -> None:
+    def __init__(
+        self, weights_path: Path | str | None = None, *, similarity: bool = False, offset: float = 0.0
+    ) -> None:
+        if not math.isfinite(offset):
+            raise ValueError("relevance offset must be a finite number")
         weights, self.digest = load_weights(Path(weights_path) if weights_path else None, similarity)
+        self.offset = float(offset)
+        if self.offset:
+            self.digest += f"o{self.offset:g}"
         self.similarity = similarity
         #: the embedding judge's answer-relevance raise (``similarity`` weights only; read by that judge)
         self.answer_similarity: dict[str, Any] = dict(weights.get("answer_similarity", _ANSWER_SIMILARITY))
@@ -570,7 +580,7 @@ class RelevanceScorer:
         scores = [_dot(self._coef, r) for r in rows]
         best = max(scores)
         intercept = self._intercept_cjk if is_cjk_question(question or "") else self._intercept
-        intercept += self._log_size * math.log(len(keep))
+        intercept += self._log_size * math.log(len(keep)) + self.offset
         for i, s in zip(keep, scores, strict=True):
             out[i] = sigmoid(intercept + self._scale * s + self._gap * (s - best))
         return out

@@ -58,7 +58,8 @@ class SemanticJudge:
     ``semantic_weights.json`` of the ``ragwatch-semantic-model`` package); ``band`` overrides the note's
     cascade band (the distance from the offline threshold within which a claim is re-scored: 0 re-scores
     nothing, 1 everything); ``cache_size`` bounds the pair-score cache and the offline judge's chunk-analysis
-    cache; ``threads`` fixes torch's CPU threads.
+    cache; ``threads`` fixes torch's CPU threads; ``relevance_offset`` is the offline judge's (its chunk
+    relevance is the tier's).
     """
 
     name = "semantic"
@@ -73,6 +74,7 @@ class SemanticJudge:
         cache_size: int = 4096,
         threads: int | None = None,
         offline: OfflineJudge | None = None,
+        relevance_offset: float = 0.0,
     ) -> None:
         if k < 1:
             raise ValueError("k must be at least 1")
@@ -88,7 +90,7 @@ class SemanticJudge:
         if not 0.0 <= self.band <= 1.0:
             raise ConfigError("semantic tier: band must be within 0..1")
         self.blend: dict[str, float] = {k_: float(v) for k_, v in self.note.get("blend", {"en": 1.0}).items()}
-        self._offline = offline or OfflineJudge(k=k, chunk_cache_size=cache_size)
+        self._offline = offline or OfflineJudge(k=k, chunk_cache_size=cache_size, relevance_offset=relevance_offset)
         self._model = CrossEncoder(
             path.with_suffix(".safetensors"), trained_layers=int(self.note["trained_layers"]), threads=threads
         )

@@ -1,0 +1,190 @@
+"""The judges' two base-rate numbers: the threshold table and the relevance offset, the settings that apply
+them, and `eval-judge` suggesting them on real labelled files (the loop a team runs on its own traffic)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from ragwatch.errors import ConfigError
+from ragwatch.scoring.base_rate import THRESHOLD_GRID, relevance_offset, threshold_table
+from ragwatch.scoring.evaluate import main
+from ragwatch.scoring.judges import make_judges
+from ragwatch.scoring.judges.offline import OfflineJudge
+from ragwatch.scoring.judges.relevance import RelevanceScorer
+from ragwatch.settings import load_settings
+from tests.conftest import judge_sample
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+needs_data = pytest.mark.skipif(
+    not (DATA / "faithfulness" / "ragtruth_dev.jsonl").exists() and os.environ.get("CI") != "true",
+    reason="shared data absent (required in CI)",
+)
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+# ------------------------------------------------------------------------------------ threshold table
+
+
+def test_threshold_table_on_hand_computed_answers() -> None:
+    labels = [True, True, False, False]
+    # answer 4's claim is vetoed by a hard rule: flagged at every threshold, whatever its P
+    claims = [[(0.2, False)], [(0.6, False), (0.9, False)], [(0.7, False)], [(0.9, True)]]
+    table = threshold_table(labels, claims, current=0.5)
+    row = {r["threshold"]: r for r in table["rows"]}
+    assert [r["threshold"] for r in table["rows"]] == list(THRESHOLD_GRID)
+    # 0.5 flags answers 1 and 4: one right, one wrong, one missed
+    assert row[0.5]["precision"] == row[0.5]["recall"] == row[0.5]["f1"] == 0.5
+    assert table["current"] == {"threshold": 0.5, "precision": 0.5, "recall": 0.5, "f1": 0.5}
+    assert row[0.6]["f1"] == 0.5  # P 0.6 is not under 0.6
+    assert row[0.61]["f1"] == row[0.7]["f1"] == 0.8  # answer 2 flagged too: P 2/3, R 1
+    assert row[0.71]["f1"] == pytest.approx(0.6667)  # and answer 3: everything flagged
+    assert row[0.05]["flagged_share"] == 0.25 and row[0.05]["f1"] == 0.0  # only the veto
+    # F1 0.8 from 0.61 to 0.70: the one nearest the current threshold wins
+    assert table["best"]["threshold"] == 0.61 and table["best"]["f1"] == 0.8
+    assert threshold_table(labels, claims, current=0.69)["best"]["threshold"] == 0.69
+    assert table["hallucinated_share"] == 0.5
+    with pytest.raises(ValueError, match="differ in length"):
+        threshold_table(labels, claims[:2], current=0.5)
+
+
+def test_relevance_offset_matches_the_mean_to_the_base_rate() -> None:
+    # over-confident scores: one relevant chunk in eight, mean score 0.55
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+    labels = [True] + [False] * 7
+    out = relevance_offset(labels, scores)
+    assert out["suggested"] < -1.0
+    shifted = [1 / (1 + math.exp(-(_logit(p) + out["suggested"]))) for p in scores]
+    assert sum(shifted) / len(shifted) == pytest.approx(1 / 8, abs=1e-3)  # the suggestion is rounded to 0.001
+    assert out["mean_score_after"] == pytest.approx(0.125, abs=1e-4)
+    assert out["ece_after"] < out["ece_before"]
+    # scores already produced with an offset: the suggestion is the total to set, not the step
+    again = relevance_offset(labels, scores, current=1.5)
+    assert again["suggested"] == pytest.approx(1.5 + out["suggested"], abs=2e-3)
+    # one class says nothing about a base rate
+    assert relevance_offset([True, True], [0.4, 0.6])["suggested"] is None
+    assert relevance_offset([False, False], [0.4, 0.6])["suggested"] is None
+
+
+# ------------------------------------------------------------------------------------ the judges
+
+
+def _decidable_claim(judge: OfflineJudge) -> tuple[object, float]:
+    """A sample with a claim the model decides (no veto) at a P that a threshold can move either way."""
+    sample = judge_sample(
+        "When does the hotel pool open?",
+        "The hotel pool closes late, at 10 pm.",
+        ["The hotel pool opens at 7 am and closes at 10 pm.", "Breakfast is served in the lobby."],
+    )
+    analyses = [a for a in judge.analyse(sample) if not a.unverifiable and a.rule is None]
+    assert analyses, "the sample must have a claim the model decides"
+    p = analyses[0].p_supported
+    assert 0.02 < p < 0.98
+    return sample, p
+
+
+def test_offline_threshold_decides_the_verdicts_and_names_the_version() -> None:
+    shipped = OfflineJudge()
+    sample, p = _decidable_claim(shipped)
+    below, above = OfflineJudge(threshold=p - 0.01), OfflineJudge(threshold=p + 0.01)
+    assert below.threshold == pytest.approx(p - 0.01)
+    assert [c["verdict"] for c in below.score(sample).details["claims"]] == ["SUPPORTED"]
+    assert [c["verdict"] for c in above.score(sample).details["claims"]] == ["UNSUPPORTED"]
+    assert OfflineJudge(threshold=None).version == shipped.version
+    assert len({shipped.version, below.version, above.version}) == 3  # scores of other thresholds never mix
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            OfflineJudge(threshold=bad)
+
+
+def test_relevance_offset_shifts_every_logit_and_names_the_version() -> None:
+    question = "How long is the Great Wall of China?"
+    texts = [
+        "The Great Wall of China is 21,196 km long.",
+        "The Great Wall was built over many centuries.",
+        "Bananas are rich in potassium.",
+    ]
+    shipped, shifted = OfflineJudge(), OfflineJudge(relevance_offset=-1.5)
+    for a, b in zip(shipped.relevance(question, texts), shifted.relevance(question, texts), strict=True):
+        assert _logit(b) == pytest.approx(_logit(a) - 1.5, abs=1e-9)
+    zh = ["长城全长21196千米。", "香蕉富含钾。", "长城修建了很多个世纪。"]
+    for a, b in zip(shipped.relevance("长城有多长？", zh), shifted.relevance("长城有多长？", zh), strict=True):
+        assert _logit(b) == pytest.approx(_logit(a) - 1.5, abs=1e-9)  # both intercepts move
+    assert shifted.version != shipped.version == OfflineJudge(relevance_offset=0.0).version
+    with pytest.raises(ValueError, match="finite"):
+        RelevanceScorer(offset=float("nan"))
+
+
+def test_settings_reach_every_judge_built_from_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGWATCH_OFFLINE_THRESHOLD", "0.4")
+    monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET", "-2")
+    settings = load_settings(judge_base_url="http://127.0.0.1:9/v1", judge_model="m")
+    offline, cascade = make_judges(["offline", "cascade"], settings)
+    assert isinstance(offline, OfflineJudge)
+    assert offline.threshold == 0.4 and offline._relevance.offset == -2.0
+    first = cascade.first  # type: ignore[attr-defined]
+    assert first.threshold == 0.4 and first._relevance.offset == -2.0
+    for name, value in (("RAGWATCH_OFFLINE_THRESHOLD", "1"), ("RAGWATCH_RELEVANCE_OFFSET", "11")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ConfigError):
+            load_settings()
+        monkeypatch.delenv(name)
+
+
+# ------------------------------------------------------------------------ eval-judge on real files
+
+
+@needs_data
+def test_thresholds_suggestion_closes_the_loop(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(DATA / "faithfulness" / "ragtruth_dev.jsonl")
+    assert main([path, "--limit", "150", "--json", "--thresholds"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    table = out["thresholds"]
+    assert table["current"]["threshold"] == OfflineJudge().threshold
+    assert table["current"]["f1"] == out["overall"]["f1"]  # the table at the judge's threshold is the judge
+    assert table["best"]["f1"] >= table["current"]["f1"]
+    best = next(r for r in table["rows"] if r["threshold"] == 0.8)
+    monkeypatch.setenv("RAGWATCH_OFFLINE_THRESHOLD", "0.8")  # a judge set to another row reads that row
+    assert main([path, "--limit", "150", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)["overall"]
+    assert (again["precision"], again["recall"], again["f1"]) == (best["precision"], best["recall"], best["f1"])
+    assert main([path, "--limit", "20", "--thresholds"]) == 0
+    assert "(offline_threshold)" in capsys.readouterr().out
+    # a sweep of the offline judge's threshold, on its claims only
+    assert main([path, "--limit", "5", "--thresholds", "--judge", "trivial"]) == 2
+    assert "offline judge" in capsys.readouterr().err
+    rel = str(DATA / "relevance" / "rgb_relevance_dev.jsonl")
+    assert main([rel, "--limit", "5", "--thresholds"]) == 2
+    assert "faithfulness file" in capsys.readouterr().err
+
+
+@needs_data
+def test_relevance_offset_suggestion_calibrates_the_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # WikiQA's lists are 5 % relevant, a base rate the shipped English intercept does not fit
+    path = str(DATA / "relevance" / "wikiqa_dev.jsonl")
+    assert main([path, "--limit", "3000", "--json", "--calibration"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    offset, before = out["calibration"]["offset"], out["calibration"]["overall"]
+    assert offset["suggested"] < -0.5 and offset["current"] == 0.0
+    assert before["mean_score"] > 2 * before["positive_rate"]  # reads high as shipped
+    monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET", str(offset["suggested"]))
+    assert main([path, "--limit", "3000", "--json", "--calibration"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    cal = after["calibration"]["overall"]
+    assert cal["mean_score"] == pytest.approx(cal["positive_rate"], abs=0.002)
+    assert cal["ece"] < before["ece"] / 3
+    assert after["overall"]["map"] == out["overall"]["map"]  # a shift of every logit ranks nothing differently
+    assert after["calibration"]["offset"]["suggested"] == pytest.approx(offset["suggested"], abs=0.01)
+    assert main([path, "--limit", "300", "--calibration"]) == 0
+    assert "relevance_offset" in capsys.readouterr().out
