@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ragwatch.scoring.evaluate import (
     EvalInputError,
@@ -25,6 +28,7 @@ from ragwatch.scoring.evaluate import (
     roc_auc,
     row_to_sample,
 )
+from ragwatch.scoring.judge_metrics import bootstrap_interval
 from ragwatch.scoring.judges.base import Verdict
 from tests.openai_stub import OpenAIStub, chat_reply
 
@@ -332,3 +336,50 @@ def test_auc_ranks_by_fully_supported_where_the_judge_gives_it() -> None:
         for a, h in (("exact one", False), ("loose one", True), ("exact two", False), ("loose two", True))
     ]
     assert evaluate_faithfulness(rows, Stub())["overall"]["auc"] == 1.0
+
+
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=2, max_size=60).filter(
+        lambda rows: len({y for y, _ in rows}) == 2
+    )
+)
+def test_roc_auc_is_the_share_of_ordered_pairs(rows: list[tuple[bool, int]]) -> None:
+    """Against its definition, pair by pair: P(positive scores above negative) + ½ P(tie); few distinct
+    scores, so ties are common."""
+    labels = [y for y, _ in rows]
+    scores = [float(s) for _, s in rows]
+    pos = [s for y, s in rows if y]
+    neg = [s for y, s in rows if not y]
+    pairs = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg)
+    assert roc_auc(labels, scores) == pytest.approx(pairs / (len(pos) * len(neg)), abs=1e-12)
+
+
+def test_bootstrap_interval() -> None:
+    values = np.array([1.0] * 30 + [0.0] * 70)
+    mean = lambda draw: float(values[draw].mean())  # noqa: E731
+    lo, hi = bootstrap_interval(len(values), mean)
+    assert lo < 0.3 < hi and hi - lo < 0.25  # about ±1.96·√(0.21/100) = ±0.09
+    assert bootstrap_interval(len(values), mean) == [lo, hi]  # seeded: the same file reads the same
+    wide = np.array([1.0] * 3 + [0.0] * 7)
+    w_lo, w_hi = bootstrap_interval(len(wide), lambda draw: float(wide[draw].mean()))
+    assert w_hi - w_lo > 2 * (hi - lo)  # ten units know less than a hundred
+    assert bootstrap_interval(50, lambda draw: 0.5) == [0.5, 0.5]
+    assert bootstrap_interval(50, lambda draw: None) is None  # undefined in every draw (one class)
+    assert bootstrap_interval(0, lambda draw: 1.0) is None
+
+
+def test_main_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [faith_row(i, i % 2 == 0, task="QA" if i < 4 else "Summary") for i in range(6)]
+    path = write_jsonl(tmp_path / "faith.jsonl", rows)
+    assert main([str(path), "--json", "--ci"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"overall", "by_task_type", "by_language", "ci"}  # one key more, the others unchanged
+    ci = out["ci"]
+    assert (ci["level"], ci["resamples"], ci["unit"]) == (0.95, 1000, "answer")
+    assert ci["overall"]["f1"] == [1.0, 1.0] and ci["overall"]["auc"] == [1.0, 1.0]  # every answer right
+    assert set(ci["by_task_type"]) == {"QA", "Summary"} and set(ci["by_language"]) == {"en"}
+    assert main([str(path), "--ci"]) == 0
+    text = capsys.readouterr().out
+    assert "bootstrap intervals" in text and "1.000–1.000" in text and "task=Summary" in text
+    plain = render_plain(out, "faithfulness", "t")  # the table without rich: the title on one line
+    assert "95% bootstrap intervals (1000 resamples of answers)" in plain

@@ -35,10 +35,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ragwatch.errors import ConfigError
 from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.base_rate import relevance_offset, threshold_table
 from ragwatch.scoring.judge_metrics import (
+    bootstrap_interval,
     expected_calibration_error,
     precision_recall_f1,
     reliability_table,
@@ -204,13 +207,31 @@ def _claim_odds(judge: Any, sample: Sample) -> list[tuple[float, bool]]:
     return [(a.p_supported, a.rule is not None) for a in analyses if not a.unverifiable]
 
 
+def _faithfulness_ci(labels: list[bool], predictions: list[bool], scores: list[float], idx: list[int]) -> dict:
+    """Bootstrap intervals of F1 and AUC over the answers ``idx``."""
+    y, p, s = np.asarray(labels)[idx], np.asarray(predictions)[idx], np.asarray(scores)[idx]
+
+    def f1(draw: np.ndarray) -> float:
+        return precision_recall_f1(y[draw].tolist(), p[draw].tolist())[2]
+
+    return {
+        "f1": bootstrap_interval(len(idx), f1),
+        "auc": bootstrap_interval(len(idx), lambda draw: roc_auc(y[draw], s[draw])),
+    }
+
+
 def evaluate_faithfulness(
-    rows: Sequence[dict[str, Any]], judge: Any, progress: Progress = _noop, thresholds: bool = False
+    rows: Sequence[dict[str, Any]],
+    judge: Any,
+    progress: Progress = _noop,
+    thresholds: bool = False,
+    ci: bool = False,
 ) -> dict[str, Any]:
     """Score every row; summarise "contains a hallucination" overall, by task type and by language.
 
     ``thresholds`` (a judge with ``analyse`` and ``threshold``: the offline judge) adds ``"thresholds"``, the
-    same F1 at every other claim threshold (:func:`~ragwatch.scoring.base_rate.threshold_table`)."""
+    same F1 at every other claim threshold (:func:`~ragwatch.scoring.base_rate.threshold_table`); ``ci``
+    adds ``"ci"``, 95 % bootstrap intervals of F1 and AUC over the answers, for the same groups."""
     labels: list[bool] = []
     predictions: list[bool] = []
     scores: list[float] = []
@@ -238,6 +259,14 @@ def evaluate_faithfulness(
         }
     if thresholds:
         result["thresholds"] = threshold_table(labels, odds, float(judge.threshold))
+    if ci:
+        everything = list(range(len(labels)))
+        result["ci"] = {"level": 0.95, "resamples": 1000, "unit": "answer"}
+        result["ci"]["overall"] = _faithfulness_ci(labels, predictions, scores, everything)
+        for key, by in groups.items():
+            result["ci"][key] = {
+                name: _faithfulness_ci(labels, predictions, scores, idx) for name, idx in sorted(by.items())
+            }
     return result
 
 
@@ -247,23 +276,48 @@ def neutral_order_key(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
 
 
+def _ap_rr(labels: list[bool]) -> tuple[float, float] | None:
+    """Average precision and reciprocal rank of one ranked list; ``None`` without a relevant passage (such a
+    question counts in no MAP or MRR)."""
+    if not any(labels):
+        return None
+    return average_precision_from_labels(labels), next(1.0 / i for i, hit in enumerate(labels, start=1) if hit)
+
+
 def _ranking_summary(questions: list[tuple[list[bool], list[float]]]) -> dict[str, Any]:
-    aps: list[float] = []
-    rrs: list[float] = []
-    all_labels: list[bool] = []
-    all_scores: list[float] = []
-    for labels, scores in questions:
-        all_labels.extend(labels)
-        all_scores.extend(scores)
-        if any(labels):
-            aps.append(average_precision_from_labels(labels))
-            rrs.append(next((1.0 / i for i, hit in enumerate(labels, start=1) if hit), 0.0))
-    auc = roc_auc(all_labels, all_scores)
+    per_question = [m for m in (_ap_rr(labels) for labels, _ in questions) if m is not None]
+    aps = [ap for ap, _ in per_question]
+    rrs = [rr for _, rr in per_question]
+    auc = roc_auc([y for labels, _ in questions for y in labels], [p for _, scores in questions for p in scores])
     return {
         "n_questions": len(aps),
         "map": round(sum(aps) / len(aps), 4) if aps else 0.0,
         "mrr": round(sum(rrs) / len(rrs), 4) if rrs else 0.0,
         "auc": None if auc is None else round(auc, 4),
+    }
+
+
+def _ranking_ci(questions: list[tuple[list[bool], list[float]]]) -> dict[str, Any]:
+    """Bootstrap intervals of MAP, MRR and AUC over the questions (a question's list is one unit)."""
+    per_question = [_ap_rr(labels) for labels, _ in questions]
+    labels = [np.asarray(ys, dtype=bool) for ys, _ in questions]
+    scores = [np.asarray(ps, dtype=np.float64) for _, ps in questions]
+
+    def mean_of(k: int) -> Callable[[np.ndarray], float | None]:
+        def stat(draw: np.ndarray) -> float | None:
+            values = [m[k] for m in (per_question[i] for i in draw) if m is not None]
+            return sum(values) / len(values) if values else None
+
+        return stat
+
+    def auc(draw: np.ndarray) -> float | None:
+        return roc_auc(np.concatenate([labels[i] for i in draw]), np.concatenate([scores[i] for i in draw]))
+
+    n = len(questions)
+    return {
+        "map": bootstrap_interval(n, mean_of(0)),
+        "mrr": bootstrap_interval(n, mean_of(1)),
+        "auc": bootstrap_interval(n, auc),
     }
 
 
@@ -285,10 +339,12 @@ def evaluate_relevance(
     progress: Progress = _noop,
     calibration: bool = False,
     current_offset: float = 0.0,
+    ci: bool = False,
 ) -> dict[str, Any]:
     """Rank each question's passages by the judge's graded relevance; MAP, MRR and AUC (and, with
     ``calibration``, ECE and a reliability table under ``"calibration"``, overall and per language, and the
-    ``relevance_offset`` that would calibrate this file, given the ``current_offset`` the judge ran with)."""
+    ``relevance_offset`` that would calibrate this file, given the ``current_offset`` the judge ran with); ``ci``
+    adds ``"ci"``, 95 % bootstrap intervals of MAP, MRR and AUC over the questions)."""
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         _check_relevance_row(row)
@@ -314,6 +370,10 @@ def evaluate_relevance(
         "overall": _ranking_summary([(labels, scores) for _, labels, scores in ranked]),
         "by_language": {lang: _ranking_summary(qs) for lang, qs in sorted(by_language.items())},
     }
+    if ci:
+        result["ci"] = {"level": 0.95, "resamples": 1000, "unit": "question"}
+        result["ci"]["overall"] = _ranking_ci([(labels, scores) for _, labels, scores in ranked])
+        result["ci"]["by_language"] = {lang: _ranking_ci(qs) for lang, qs in sorted(by_language.items())}
     if calibration:
 
         def flat(qs: list[tuple[list[bool], list[float]]]) -> dict[str, Any]:
@@ -396,8 +456,30 @@ def _threshold_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[s
     return title, columns, body
 
 
+def _ci_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+    """The bootstrap intervals, one row per group."""
+    ci = result["ci"]
+    sections = [("overall", {"all": ci["overall"]})]
+    sections += [
+        (key.removeprefix("by_").removesuffix("_type"), ci[key]) for key in ("by_task_type", "by_language") if key in ci
+    ]
+    metrics = list(ci["overall"])
+    body = []
+    for section, entries in sections:
+        for name, intervals in entries.items():
+            label = "overall" if section == "overall" else f"{section}={name}"
+            body.append(
+                [label]
+                + ["—" if intervals[m] is None else f"{intervals[m][0]:.3f}–{intervals[m][1]:.3f}" for m in metrics]
+            )
+    title = f"{ci['level']:.0%} bootstrap intervals ({ci['resamples']} resamples of {ci['unit']}s)"
+    return title, ["group", *metrics], body
+
+
 def _extra_tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     tables = []
+    if "ci" in result:
+        tables.append(_ci_rows(result))
     if "calibration" in result:
         tables.append(_calibration_rows(result))
     if "thresholds" in result:
@@ -484,6 +566,11 @@ def _parser() -> argparse.ArgumentParser:
         help="faithfulness files, offline judge: precision, recall and F1 at every claim threshold and the best "
         "one (for offline_threshold, on answers of your own service)",
     )
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="also 95%% bootstrap intervals of every figure (1,000 resamples of answers, or of questions)",
+    )
     parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
     parser.add_argument("--judge-base-url", help="LLM judge endpoint (default: $RAGWATCH_JUDGE_BASE_URL)")
     parser.add_argument("--judge-model", help="LLM judge model (default: $RAGWATCH_JUDGE_MODEL)")
@@ -498,6 +585,7 @@ def run(
     settings: Any = None,
     calibration: bool = False,
     thresholds: bool = False,
+    ci: bool = False,
 ) -> dict:
     """Load, detect the kind, evaluate; returns ``{"kind", "result", "rows", "seconds"}``.
 
@@ -526,12 +614,12 @@ def run(
         started = time.perf_counter()
         with _progress(len(rows), f"judging {path.name}", show_progress and len(rows) > 50) as advance:
             if kind == "faithfulness":
-                result = evaluate_faithfulness(rows, judge, advance, thresholds=thresholds)
+                result = evaluate_faithfulness(rows, judge, advance, thresholds=thresholds, ci=ci)
             else:
                 if not hasattr(judge, "relevance"):
                     raise EvalInputError(0, f"judge {judge_name!r} has no relevance function")
                 offset = float(getattr(settings, "relevance_offset", 0.0))
-                result = evaluate_relevance(rows, judge, advance, calibration=calibration, current_offset=offset)
+                result = evaluate_relevance(rows, judge, advance, calibration=calibration, current_offset=offset, ci=ci)
         seconds = time.perf_counter() - started
     finally:
         close = getattr(judge, "close", None)
@@ -557,6 +645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings=settings,
             calibration=args.calibration,
             thresholds=args.thresholds,
+            ci=args.ci,
         )
     except EvalInputError as exc:
         print(f"ragwatch eval-judge: error: {args.file}: {exc}", file=sys.stderr)
