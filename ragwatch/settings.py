@@ -243,6 +243,14 @@ class Settings(BaseSettings):
         description="Every judge's chunk relevance: a logit added to its calibration (0: as shipped). A "
         "relevance file of your own with `ragwatch eval-judge FILE --calibration` suggests it.",
     )
+    semantic_threshold: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Semantic and embedding judges: a claim the cross-encoder re-scored is SUPPORTED at a blended "
+        "P(supported) of at least this (unset: the threshold in the semantic weight note). "
+        "`ragwatch eval-judge FILE --judge semantic --thresholds` suggests one.",
+    )
     semantic_band: float | None = Field(
         default=None,
         ge=0,

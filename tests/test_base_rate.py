@@ -161,7 +161,7 @@ def test_thresholds_suggestion_closes_the_loop(
     assert "(offline_threshold)" in capsys.readouterr().out
     # a sweep of the offline judge's threshold, on its claims only
     assert main([path, "--limit", "5", "--thresholds", "--judge", "trivial"]) == 2
-    assert "offline judge" in capsys.readouterr().err
+    assert "a judge with a claim threshold" in capsys.readouterr().err
     rel = str(DATA / "relevance" / "rgb_relevance_dev.jsonl")
     assert main([rel, "--limit", "5", "--thresholds"]) == 2
     assert "faithfulness file" in capsys.readouterr().err

@@ -211,3 +211,34 @@ def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
         crossencoder.weights_path()
     with pytest.raises(ConfigError, match=r"ragwatch\[semantic\]"):
         SemanticJudge()
+
+
+DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "faithfulness" / "ragtruth_dev.jsonl"
+
+
+@pytest.mark.skipif(not DEV.exists() and os.environ.get("CI") != "true", reason="shared data absent (required in CI)")
+def test_semantic_threshold_is_swept_and_applied(
+    judge: SemanticJudge, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--thresholds` sweeps the threshold of the re-scored claims only (the others keep their lexical verdict),
+    and `semantic_threshold` set to a row of the table makes the judge read that row."""
+    from ragwatch.scoring.evaluate import main
+
+    monkeypatch.setenv("RAGWATCH_SEMANTIC_THRESHOLD", "0.2")
+    other = make_judges(["semantic"], Settings())[0]
+    assert isinstance(other, SemanticJudge) and other.threshold == 0.2 and other.version != judge.version
+    with pytest.raises(ConfigError, match="between 0 and 1"):
+        SemanticJudge(threshold=1.0)
+    monkeypatch.delenv("RAGWATCH_SEMANTIC_THRESHOLD")
+    args = [str(DEV), "--limit", "80", "--judge", "semantic", "--json"]
+    assert main([*args, "--thresholds"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    table = out["thresholds"]
+    assert table["setting"] == "semantic_threshold" and table["current"]["threshold"] == judge.threshold
+    assert table["current"]["f1"] == out["overall"]["f1"]  # the table at the judge's threshold is the judge
+    row = next(r for r in table["rows"] if r["threshold"] == 0.9)
+    assert row["flagged_share"] > table["rows"][0]["flagged_share"]  # a higher threshold flags more answers
+    monkeypatch.setenv("RAGWATCH_SEMANTIC_THRESHOLD", "0.9")
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr().out)["overall"]
+    assert (again["precision"], again["recall"], again["f1"]) == (row["precision"], row["recall"], row["f1"])

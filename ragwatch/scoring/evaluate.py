@@ -200,11 +200,30 @@ def hallucination_score(scores: dict[str, float]) -> float:
     return 1.0 - float(scores.get(FULLY_SUPPORTED, scores.get(FAITHFULNESS, 1.0)))
 
 
+#: The setting that holds each judge's claim threshold, for ``--thresholds``.
+THRESHOLD_SETTINGS = {
+    "offline": "offline_threshold",
+    "semantic": "semantic_threshold",
+    "embedding": "semantic_threshold",
+}
+
+
 def _claim_odds(judge: Any, sample: Sample) -> list[tuple[float, bool]]:
-    """(P(supported), vetoed by a hard rule) of each verifiable claim, unrounded (a score record rounds P
-    to four decimals, which could move a claim across a threshold of the table)."""
-    analyses = judge.analyse(sample) if (sample.answer or "").strip() else []
-    return [(a.p_supported, a.rule is not None) for a in analyses if not a.unverifiable]
+    """(P(supported), flagged whatever the threshold) of each verifiable claim, unrounded (a score record
+    rounds P to four decimals, which could move a claim across a threshold of the table).
+
+    The offline judge: a claim a hard rule vetoes is flagged at every threshold. The semantic tier's
+    threshold decides only the claims its cross-encoder re-scored; the others keep their lexical verdict,
+    so they read as always flagged (P 0) or never (P 1).
+    """
+    if not (sample.answer or "").strip():
+        return []
+    if hasattr(judge, "claim_scores"):  # the semantic tier and the embedding judge built on it
+        return [
+            (p, False) if p is not None else (0.0, True) if unsupported else (1.0, False)
+            for p, unsupported in judge.claim_scores(sample)
+        ]
+    return [(a.p_supported, a.rule is not None) for a in judge.analyse(sample) if not a.unverifiable]
 
 
 def _faithfulness_ci(labels: list[bool], predictions: list[bool], scores: list[float], idx: list[int]) -> dict:
@@ -229,7 +248,7 @@ def evaluate_faithfulness(
 ) -> dict[str, Any]:
     """Score every row; summarise "contains a hallucination" overall, by task type and by language.
 
-    ``thresholds`` (a judge with ``analyse`` and ``threshold``: the offline judge) adds ``"thresholds"``, the
+    ``thresholds`` (a judge with a claim threshold: offline, semantic, embedding) adds ``"thresholds"``, the
     same F1 at every other claim threshold (:func:`~ragwatch.scoring.base_rate.threshold_table`); ``ci``
     adds ``"ci"``, 95 % bootstrap intervals of F1 and AUC over the answers, for the same groups."""
     labels: list[bool] = []
@@ -259,6 +278,7 @@ def evaluate_faithfulness(
         }
     if thresholds:
         result["thresholds"] = threshold_table(labels, odds, float(judge.threshold))
+        result["thresholds"]["setting"] = THRESHOLD_SETTINGS.get(str(judge.name), "threshold")
     if ci:
         everything = list(range(len(labels)))
         result["ci"] = {"level": 0.95, "resamples": 1000, "unit": "answer"}
@@ -444,7 +464,7 @@ def _threshold_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[s
     cur, best = table["current"], table["best"]
     title = (
         f"claim threshold {cur['threshold']:g}: F1 {cur['f1']:.3f}; best {best['f1']:.3f} at {best['threshold']:g}"
-        " (offline_threshold)"
+        f" ({table.get('setting', 'threshold')})"
     )
     columns = ["threshold", "precision", "recall", "f1", "flagged share"]
     shown = [r for r in table["rows"] if round(r["threshold"] * 100) % 5 == 0 or r is best]
@@ -563,8 +583,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--thresholds",
         action="store_true",
-        help="faithfulness files, offline judge: precision, recall and F1 at every claim threshold and the best "
-        "one (for offline_threshold, on answers of your own service)",
+        help="faithfulness files (offline, semantic, embedding judges): precision, recall and F1 at every claim "
+        "threshold and the best one (for offline_threshold / semantic_threshold, on answers of your own service)",
     )
     parser.add_argument(
         "--ci",
@@ -601,9 +621,11 @@ def run(
         check(row)
     if calibration and kind != "relevance":
         raise EvalInputError(0, "--calibration needs a relevance file (graded relevances against labels)")
-    if thresholds and (kind != "faithfulness" or judge_name != "offline"):
+    if thresholds and (kind != "faithfulness" or judge_name not in THRESHOLD_SETTINGS):
         raise EvalInputError(
-            0, "--thresholds needs a faithfulness file and the offline judge (it sweeps offline_threshold)"
+            0,
+            "--thresholds needs a faithfulness file and a judge with a claim threshold "
+            f"({', '.join(THRESHOLD_SETTINGS)})",
         )
     if settings is None:
         from ragwatch.settings import load_settings

@@ -80,6 +80,7 @@ def _offline(settings: Settings | None) -> OfflineJudge:
 def _semantic_kwargs(settings: Settings) -> dict[str, Any]:
     return {
         "relevance_offset": settings.relevance_offset,
+        "threshold": settings.semantic_threshold,
         "band": settings.semantic_band,
         "cache_size": settings.semantic_cache_size,
         "threads": settings.semantic_threads,

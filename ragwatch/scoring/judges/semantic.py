@@ -59,7 +59,8 @@ class SemanticJudge:
     cascade band (the distance from the offline threshold within which a claim is re-scored: 0 re-scores
     nothing, 1 everything); ``cache_size`` bounds the pair-score cache and the offline judge's chunk-analysis
     cache; ``threads`` fixes torch's CPU threads; ``relevance_offset`` is the offline judge's (its chunk
-    relevance is the tier's).
+    relevance is the tier's); ``threshold`` replaces the note's, for the re-scored claims (the others keep
+    the offline judge's verdict).
     """
 
     name = "semantic"
@@ -75,6 +76,7 @@ class SemanticJudge:
         threads: int | None = None,
         offline: OfflineJudge | None = None,
         relevance_offset: float = 0.0,
+        threshold: float | None = None,
     ) -> None:
         if k < 1:
             raise ValueError("k must be at least 1")
@@ -85,7 +87,9 @@ class SemanticJudge:
         if self.note.get("threshold") is None:
             raise ConfigError(f"semantic tier: {path} has no decision threshold (run scripts/train_semantic.py)")
         self.k = k
-        self.threshold = float(self.note["threshold"])
+        if threshold is not None and not 0.0 < threshold < 1.0:
+            raise ConfigError("semantic tier: threshold must be between 0 and 1")
+        self.threshold = float(self.note["threshold"]) if threshold is None else float(threshold)
         self.band = float(self.note.get("band", 1.0) if band is None else band)
         if not 0.0 <= self.band <= 1.0:
             raise ConfigError("semantic tier: band must be within 0..1")
