@@ -213,10 +213,12 @@ def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
         SemanticJudge()
 
 
-DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "faithfulness" / "ragtruth_dev.jsonl"
+RAGTRUTH_DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "faithfulness" / "ragtruth_dev.jsonl"
 
 
-@pytest.mark.skipif(not DEV.exists() and os.environ.get("CI") != "true", reason="shared data absent (required in CI)")
+@pytest.mark.skipif(
+    not RAGTRUTH_DEV.exists() and os.environ.get("CI") != "true", reason="shared data absent (required in CI)"
+)
 def test_semantic_threshold_is_swept_and_applied(
     judge: SemanticJudge, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -230,7 +232,7 @@ def test_semantic_threshold_is_swept_and_applied(
     with pytest.raises(ConfigError, match="between 0 and 1"):
         SemanticJudge(threshold=1.0)
     monkeypatch.delenv("RAGWATCH_SEMANTIC_THRESHOLD")
-    args = [str(DEV), "--limit", "80", "--judge", "semantic", "--json"]
+    args = [str(RAGTRUTH_DEV), "--limit", "80", "--judge", "semantic", "--json"]
     assert main([*args, "--thresholds"]) == 0
     out = json.loads(capsys.readouterr().out)
     table = out["thresholds"]
@@ -242,3 +244,31 @@ def test_semantic_threshold_is_swept_and_applied(
     assert main(args) == 0
     again = json.loads(capsys.readouterr().out)["overall"]
     assert (again["precision"], again["recall"], again["f1"]) == (row["precision"], row["recall"], row["f1"])
+
+
+def test_threads_are_set_for_each_model_call_and_put_back(judge: SemanticJudge) -> None:
+    """``torch.set_num_threads`` is process-wide: a judge built with ``threads`` uses them inside its model calls
+    and leaves the host's count as it found it (it used to set it for the whole process at construction)."""
+    import torch
+
+    from ragwatch.scoring.judges.crossencoder import torch_threads
+
+    host = torch.get_num_threads()
+    wanted = 1 if host != 1 else 2
+    seen: list[int] = []
+    one = SemanticJudge(threads=wanted, cache_size=0)
+    assert torch.get_num_threads() == host  # construction changes nothing
+    original = one._model.logits
+
+    def spy(batch: object) -> object:
+        seen.append(torch.get_num_threads())
+        return original(batch)
+
+    one._model.logits = spy  # type: ignore[method-assign]
+    one._model.predict([("Paris is in France.", "Paris is the capital of France.")])
+    assert seen == [wanted] and torch.get_num_threads() == host
+    with torch_threads(torch, None):
+        assert torch.get_num_threads() == host
+    with pytest.raises(RuntimeError), torch_threads(torch, wanted):
+        raise RuntimeError("a failing model call")
+    assert torch.get_num_threads() == host  # restored on the way out of a failure too

@@ -22,7 +22,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "CrossEncoder",
     "base_model_dir",
     "context_window",
+    "torch_threads",
     "weights_path",
 ]
 
@@ -107,11 +109,31 @@ def load_note(path: Path | str | None = None) -> dict[str, Any]:
         raise ConfigError(f"semantic tier: cannot read its weight note {note_path} ({exc})") from exc
 
 
+@contextmanager
+def torch_threads(torch: Any, threads: int | None) -> Iterator[None]:
+    """torch's CPU threads set to ``threads`` for one model call, and put back after it.
+
+    Why scoped: ``torch.set_num_threads`` is process-wide, and a judge scoring in process inside a host that
+    runs torch itself must not leave the host's thread count changed (setting it costs nothing measurable
+    next to a model call). ``None``: torch's own setting.
+    """
+    before = torch.get_num_threads()
+    change = bool(threads) and threads != before
+    if change:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if change:
+            torch.set_num_threads(before)
+
+
 class CrossEncoder:
     """MiniLM cross-encoder: frozen lower layers from the package, trained top layers and head from a file.
 
     ``weights`` is the ``.safetensors`` file of trained tensors (None: an untrained head, for training).
-    ``threads`` fixes torch's thread count, which also makes CPU inference reproducible.
+    ``threads`` fixes torch's thread count for each :meth:`predict` (:func:`torch_threads`), which also makes
+    CPU inference reproducible; training sets its own.
     """
 
     def __init__(
@@ -122,8 +144,7 @@ class CrossEncoder:
             from transformers import AutoModel, AutoTokenizer
         except ImportError as exc:
             raise ConfigError(INSTALL_HINT) from exc
-        if threads:
-            torch.set_num_threads(threads)
+        self.threads = threads
         base = base_model_dir()
         self.torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(str(base), local_files_only=True)
@@ -195,7 +216,7 @@ class CrossEncoder:
             return []
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out = [0.0] * len(pairs)
-        with self.torch.inference_mode():
+        with torch_threads(self.torch, self.threads), self.torch.inference_mode():
             for b in range(0, len(order), batch_size):
                 idx = order[b : b + batch_size]
                 probs = self.torch.sigmoid(self.logits(self.encode([pairs[i] for i in idx]))).tolist()

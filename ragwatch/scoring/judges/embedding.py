@@ -54,6 +54,7 @@ from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.answer_relevance import answer_scores
 from ragwatch.scoring.judges.calibration import sigmoid
 from ragwatch.scoring.judges.claim_features import ClaimAnalysis
+from ragwatch.scoring.judges.crossencoder import torch_threads
 from ragwatch.scoring.judges.lru import LRUCache
 from ragwatch.scoring.judges.relevance import RelevanceScorer, is_cjk_question
 from ragwatch.scoring.judges.semantic import SemanticJudge
@@ -159,9 +160,10 @@ class EmbeddingJudge(SemanticJudge):
         if not distinct:
             return np.zeros((0, 0), dtype=np.float32)
         self.model_calls += 1
-        emb = self._embedder.encode(
-            distinct, batch_size=32, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
-        )
+        with torch_threads(self._model.torch, self._model.threads):  # the cross-encoder's thread setting
+            emb = self._embedder.encode(
+                distinct, batch_size=32, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+            )
         row = {t: i for i, t in enumerate(distinct)}
         return emb[[row[t] for t in texts]]
 
