@@ -243,6 +243,13 @@ class Settings(BaseSettings):
         description="Every judge's chunk relevance: a logit added to its calibration (0: as shipped). A "
         "relevance file of your own with `ragwatch eval-judge FILE --calibration` suggests it.",
     )
+    relevance_offset_cjk: float | None = Field(
+        default=None,
+        ge=-10,
+        le=10,
+        description="The same for questions written in CJK script, which have an intercept of their own "
+        "(unset: relevance_offset). `--calibration` suggests one per script.",
+    )
     semantic_threshold: float | None = Field(
         default=None,
         gt=0,

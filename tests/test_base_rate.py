@@ -118,8 +118,18 @@ def test_relevance_offset_shifts_every_logit_and_names_the_version() -> None:
     for a, b in zip(shipped.relevance("长城有多长？", zh), shifted.relevance("长城有多长？", zh), strict=True):
         assert _logit(b) == pytest.approx(_logit(a) - 1.5, abs=1e-9)  # both intercepts move
     assert shifted.version != shipped.version == OfflineJudge(relevance_offset=0.0).version
+    # each script has an intercept of its own, so each may have its own offset
+    split = OfflineJudge(relevance_offset=-1.5, relevance_offset_cjk=0.5)
+    for a, b in zip(shipped.relevance(question, texts), split.relevance(question, texts), strict=True):
+        assert _logit(b) == pytest.approx(_logit(a) - 1.5, abs=1e-9)
+    for a, b in zip(shipped.relevance("长城有多长？", zh), split.relevance("长城有多长？", zh), strict=True):
+        assert _logit(b) == pytest.approx(_logit(a) + 0.5, abs=1e-9)
+    assert split.version not in (shipped.version, shifted.version)
+    assert OfflineJudge(relevance_offset=-1.5, relevance_offset_cjk=-1.5).version == shifted.version
     with pytest.raises(ValueError, match="finite"):
         RelevanceScorer(offset=float("nan"))
+    with pytest.raises(ValueError, match="finite"):
+        RelevanceScorer(offset_cjk=float("inf"))
 
 
 def test_settings_reach_every_judge_built_from_them(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,9 +138,13 @@ def test_settings_reach_every_judge_built_from_them(monkeypatch: pytest.MonkeyPa
     settings = load_settings(judge_base_url="http://127.0.0.1:9/v1", judge_model="m")
     offline, cascade = make_judges(["offline", "cascade"], settings)
     assert isinstance(offline, OfflineJudge)
-    assert offline.threshold == 0.4 and offline._relevance.offset == -2.0
+    assert offline.threshold == 0.4 and offline._relevance.offset == offline._relevance.offset_cjk == -2.0
     first = cascade.first  # type: ignore[attr-defined]
     assert first.threshold == 0.4 and first._relevance.offset == -2.0
+    monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET_CJK", "0.75")
+    offline = make_judges(["offline"], load_settings())[0]
+    assert offline._relevance.offset == -2.0 and offline._relevance.offset_cjk == 0.75  # type: ignore[attr-defined]
+    monkeypatch.delenv("RAGWATCH_RELEVANCE_OFFSET_CJK")
     for name, value in (("RAGWATCH_OFFLINE_THRESHOLD", "1"), ("RAGWATCH_RELEVANCE_OFFSET", "11")):
         monkeypatch.setenv(name, value)
         with pytest.raises(ConfigError):
@@ -188,3 +202,29 @@ def test_relevance_offset_suggestion_calibrates_the_file(
     assert after["calibration"]["offset"]["suggested"] == pytest.approx(offset["suggested"], abs=0.01)
     assert main([path, "--limit", "300", "--calibration"]) == 0
     assert "relevance_offset" in capsys.readouterr().out
+
+
+@needs_data
+def test_relevance_offsets_per_script_calibrate_each_script(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # RGB's English and Chinese questions: the two intercepts, each with its own offset
+    path = str(DATA / "relevance" / "rgb_relevance_dev.jsonl")
+    assert main([path, "--json", "--calibration"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    scripts = out["calibration"]["offset"]["by_script"]
+    assert set(scripts) == {"other", "cjk"}
+    monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET", str(scripts["other"]["suggested"]))
+    monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET_CJK", str(scripts["cjk"]["suggested"]))
+    assert main([path, "--json", "--calibration"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    for language in ("en", "zh"):  # RGB's English questions are in Latin script, its Chinese ones in CJK
+        cal = after["calibration"]["by_language"][language]
+        assert cal["mean_score"] == pytest.approx(cal["positive_rate"], abs=0.002)
+    assert after["overall"]["map"] == out["overall"]["map"]
+    again = after["calibration"]["offset"]["by_script"]
+    for script in ("other", "cjk"):
+        assert again[script]["current"] == scripts[script]["suggested"]
+        assert again[script]["suggested"] == pytest.approx(scripts[script]["suggested"], abs=0.01)
+    assert main([path, "--calibration"]) == 0
+    assert "relevance_offset_cjk" in capsys.readouterr().out

@@ -104,7 +104,7 @@ def relevance_offset(labels: Sequence[bool], scores: Sequence[float], current: f
     after = _shifted(logits, delta)
     return {
         "current": current,
-        "suggested": round(current + delta, 3),
+        "suggested": round(current + delta, 3) + 0.0,  # + 0.0: never "-0"
         "positive_rate": round(positives / len(labels), 4),
         "mean_score_before": round(sum(scores) / len(scores), 4),
         "mean_score_after": round(sum(after) / len(after), 4),

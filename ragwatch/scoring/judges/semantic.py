@@ -58,9 +58,9 @@ class SemanticJudge:
     ``semantic_weights.json`` of the ``ragwatch-semantic-model`` package); ``band`` overrides the note's
     cascade band (the distance from the offline threshold within which a claim is re-scored: 0 re-scores
     nothing, 1 everything); ``cache_size`` bounds the pair-score cache and the offline judge's chunk-analysis
-    cache; ``threads`` fixes torch's CPU threads; ``relevance_offset`` is the offline judge's (its chunk
-    relevance is the tier's); ``threshold`` replaces the note's, for the re-scored claims (the others keep
-    the offline judge's verdict).
+    cache; ``threads`` fixes torch's CPU threads; ``relevance_offset`` and ``relevance_offset_cjk`` are the
+    offline judge's (its chunk relevance is the tier's); ``threshold`` replaces the note's, for the re-scored
+    claims (the others keep the offline judge's verdict).
     """
 
     name = "semantic"
@@ -76,6 +76,7 @@ class SemanticJudge:
         threads: int | None = None,
         offline: OfflineJudge | None = None,
         relevance_offset: float = 0.0,
+        relevance_offset_cjk: float | None = None,
         threshold: float | None = None,
     ) -> None:
         if k < 1:
@@ -94,7 +95,12 @@ class SemanticJudge:
         if not 0.0 <= self.band <= 1.0:
             raise ConfigError("semantic tier: band must be within 0..1")
         self.blend: dict[str, float] = {k_: float(v) for k_, v in self.note.get("blend", {"en": 1.0}).items()}
-        self._offline = offline or OfflineJudge(k=k, chunk_cache_size=cache_size, relevance_offset=relevance_offset)
+        self._offline = offline or OfflineJudge(
+            k=k,
+            chunk_cache_size=cache_size,
+            relevance_offset=relevance_offset,
+            relevance_offset_cjk=relevance_offset_cjk,
+        )
         self._model = CrossEncoder(
             path.with_suffix(".safetensors"), trained_layers=int(self.note["trained_layers"]), threads=threads
         )
