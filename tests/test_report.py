@@ -223,3 +223,30 @@ def test_cli_report_html(tmp_path: Path, records: list[dict]) -> None:
     html = page.read_text(encoding="utf-8")
     assert html.startswith("<!doctype html>") and "connect-src 'none'" in html and "uPlot" in html
     assert '"samples":4' in html
+
+
+def test_the_report_names_who_scored_and_warns_when_versions_mix() -> None:
+    """Scores from another judge version (weights, threshold, relevance offset) measure something else: the
+    report says who scored the window and flags a judge seen under two versions."""
+    shipped = {"name": "offline", "version": "1+aaaa+bbbb"}
+    tuned = {"name": "offline", "version": "1+aaaa+bbbbo-1.3+t0.6"}
+    rows = [record(f"s{i}", faithfulness=1.0) for i in range(5)]
+    for i, r in enumerate(rows):
+        r["judges"] = [shipped if i < 3 else tuned, {"name": "semantic", "version": "1+cc"}]
+    rows.append(record("broken", faithfulness=1.0) | {"judges": ["not a judge", {"version": "no name"}]})
+    report = build_report(rows, THRESHOLDS)
+    assert report.judges == [
+        {"name": "offline", "version": "1+aaaa+bbbb", "samples": 3},
+        {"name": "offline", "version": "1+aaaa+bbbbo-1.3+t0.6", "samples": 2},
+        {"name": "semantic", "version": "1+cc", "samples": 5},
+    ]
+    assert report.mixed_judges() == ["offline"]
+    md = report.markdown()
+    assert "Scored by `offline` `1+aaaa+bbbb` (3) · `offline` `1+aaaa+bbbbo-1.3+t0.6` (2)" in md
+    assert "⚠️ `offline` scored this window under more than one version" in md
+    assert "`semantic` scored this window" not in md
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["mixed_judges"] == ["offline"] and len(data["judges"]) == 3
+    one = build_report(rows[:3], THRESHOLDS)
+    assert one.mixed_judges() == [] and "more than one version" not in one.markdown()
+    assert "Scored by" not in build_report([record("x", faithfulness=1.0)], THRESHOLDS).markdown()

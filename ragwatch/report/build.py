@@ -91,6 +91,8 @@ class Report:
     worst: dict[str, list[WorstSample]]
     diagnoses: dict[str, int]
     previous_at: float | None = None
+    #: who scored the window: one entry per judge name and version, with its number of records
+    judges: list[dict[str, Any]] = field(default_factory=list)
 
     # -- machine form --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -130,6 +132,8 @@ class Report:
                 {"diagnosis": d, "count": n, "advice": ADVICE.get(d, "")} for d, n in self._diagnoses_sorted()
             ],
             "look_first": self.look_first(),
+            "judges": self.judges,
+            "mixed_judges": self.mixed_judges(),
         }
 
     def state(self) -> dict[str, Any]:
@@ -140,10 +144,29 @@ class Report:
             "means": {r.metric: r.mean for r in self.rows if r.mean is not None},
         }
 
+    def mixed_judges(self) -> list[str]:
+        """Judges that scored this window under more than one version (other weights, another threshold or
+        relevance offset): their scores on either side of the change do not measure the same thing."""
+        names = [j["name"] for j in self.judges]
+        return sorted({n for n in names if names.count(n) > 1})
+
     def look_first(self) -> str | None:
         """The most frequent problem diagnosis (not healthy/unknown), or None when there is none."""
         problems = [(d, n) for d, n in self._diagnoses_sorted() if d not in ("healthy", "unknown") and n > 0]
         return problems[0][0] if problems else None
+
+    def _judge_lines(self) -> list[str]:
+        if not self.judges:
+            return []
+        scored = " · ".join(f"{_code(j['name'])} {_code(j['version'])} ({j['samples']})" for j in self.judges)
+        lines = [f"Scored by {scored}", ""]
+        for name in self.mixed_judges():
+            lines += [
+                f"⚠️ {_code(name)} scored this window under more than one version (weights, threshold or "
+                "relevance offset changed): scores from either side of the change do not measure the same thing.",
+                "",
+            ]
+        return lines
 
     def _diagnoses_sorted(self) -> list[tuple[str, int]]:
         order = {d: i for i, d in enumerate(DIAGNOSES)}
@@ -162,6 +185,7 @@ class Report:
                 else ""
             ),
             "",
+            *self._judge_lines(),
             "## Scores",
             "",
             "| metric | samples | mean | std | Δ | threshold | status |",
@@ -339,6 +363,13 @@ def build_report(
             counts[d] = counts.get(d, 0) + 1
     services = sorted({str(r["service"]) for r in records if r.get("service")})
     prev_at = (previous or {}).get("generated_at")
+    versions: dict[tuple[str, str], int] = {}
+    for r in records:
+        judges = r.get("judges")
+        for j in judges if isinstance(judges, list) else ():
+            if isinstance(j, Mapping) and isinstance(j.get("name"), str):  # one bad entry never stops a report
+                key = (_one_line(j["name"], 40), _one_line(j.get("version", "?"), 80))
+                versions[key] = versions.get(key, 0) + 1
     return Report(
         generated_at=time.time() if now is None else now,
         samples=len(records),
@@ -347,6 +378,10 @@ def build_report(
         worst=worst_by,
         diagnoses=counts,
         previous_at=float(prev_at) if isinstance(prev_at, (int, float)) else None,
+        judges=[
+            {"name": n, "version": v, "samples": c}
+            for (n, v), c in sorted(versions.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))
+        ],
     )
 
 
