@@ -155,21 +155,25 @@ def test_settings_reach_every_judge_built_from_them(monkeypatch: pytest.MonkeyPa
 # ------------------------------------------------------------------------ eval-judge on real files
 
 
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    """``ragwatch eval-judge ARGS --json``: its exit code must be 0; the parsed result."""
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 @needs_data
 def test_thresholds_suggestion_closes_the_loop(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = str(DATA / "faithfulness" / "ragtruth_dev.jsonl")
-    assert main([path, "--limit", "150", "--json", "--thresholds"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = _json(capsys, path, "--limit", "150", "--thresholds")
     table = out["thresholds"]
     assert table["current"]["threshold"] == OfflineJudge().threshold
     assert table["current"]["f1"] == out["overall"]["f1"]  # the table at the judge's threshold is the judge
     assert table["best"]["f1"] >= table["current"]["f1"]
     best = next(r for r in table["rows"] if r["threshold"] == 0.8)
     monkeypatch.setenv("RAGWATCH_OFFLINE_THRESHOLD", "0.8")  # a judge set to another row reads that row
-    assert main([path, "--limit", "150", "--json"]) == 0
-    again = json.loads(capsys.readouterr().out)["overall"]
+    again = _json(capsys, path, "--limit", "150")["overall"]
     assert (again["precision"], again["recall"], again["f1"]) == (best["precision"], best["recall"], best["f1"])
     assert main([path, "--limit", "20", "--thresholds"]) == 0
     assert "(offline_threshold)" in capsys.readouterr().out
@@ -187,14 +191,12 @@ def test_relevance_offset_suggestion_calibrates_the_file(
 ) -> None:
     # WikiQA's lists are 5 % relevant, a base rate the shipped English intercept does not fit
     path = str(DATA / "relevance" / "wikiqa_dev.jsonl")
-    assert main([path, "--limit", "3000", "--json", "--calibration"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = _json(capsys, path, "--limit", "3000", "--calibration")
     offset, before = out["calibration"]["offset"], out["calibration"]["overall"]
     assert offset["suggested"] < -0.5 and offset["current"] == 0.0
     assert before["mean_score"] > 2 * before["positive_rate"]  # reads high as shipped
     monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET", str(offset["suggested"]))
-    assert main([path, "--limit", "3000", "--json", "--calibration"]) == 0
-    after = json.loads(capsys.readouterr().out)
+    after = _json(capsys, path, "--limit", "3000", "--calibration")
     cal = after["calibration"]["overall"]
     assert cal["mean_score"] == pytest.approx(cal["positive_rate"], abs=0.002)
     assert cal["ece"] < before["ece"] / 3
@@ -210,14 +212,12 @@ def test_relevance_offsets_per_script_calibrate_each_script(
 ) -> None:
     # RGB's English and Chinese questions: the two intercepts, each with its own offset
     path = str(DATA / "relevance" / "rgb_relevance_dev.jsonl")
-    assert main([path, "--json", "--calibration"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = _json(capsys, path, "--calibration")
     scripts = out["calibration"]["offset"]["by_script"]
     assert set(scripts) == {"other", "cjk"}
     monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET", str(scripts["other"]["suggested"]))
     monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET_CJK", str(scripts["cjk"]["suggested"]))
-    assert main([path, "--json", "--calibration"]) == 0
-    after = json.loads(capsys.readouterr().out)
+    after = _json(capsys, path, "--calibration")
     for language in ("en", "zh"):  # RGB's English questions are in Latin script, its Chinese ones in CJK
         cal = after["calibration"]["by_language"][language]
         assert cal["mean_score"] == pytest.approx(cal["positive_rate"], abs=0.002)
