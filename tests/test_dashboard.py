@@ -111,6 +111,7 @@ def assert_page_is_sound(page: Page, *, samples: int) -> None:
     r, g, b, _ = page.js(BAND_PIXEL, "context_precision_3")
     assert r > g + 10 and r > b + 10, f"no red degraded band where the period is: {(r, g, b)}"
     assert page.js("document.querySelector('.facts').textContent").startswith(f"{samples} scored samples")
+    assert page.js("document.querySelector('.judges').textContent").startswith("scored by offline ")
     assert page.js("document.querySelectorAll('table.metrics tbody tr').length") == 4
     table = page.js("document.querySelector('table.metrics').textContent")
     assert "✅ ok" in table and ("⚠️ warn" in table or "❌ fail" in table)  # CP@3 is under its line
@@ -142,6 +143,10 @@ def test_an_empty_source_says_so(browser: Any, tmp_path: Path) -> None:
 
 def test_html_report_renders_offline_and_inert(browser: Any, tmp_path: Path) -> None:
     records = scored_records()
+    # the newer half scored by another version of the judge (a version string is data: planted markup too)
+    tuned = {"name": "offline", "version": "2<img src=x onerror=window.__xss=1>"}
+    for r in records[len(records) // 2 :]:
+        r["judges"] = [tuned]
     jsonl = tmp_path / "scores.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     html = tmp_path / "report.html"
@@ -158,6 +163,10 @@ def test_html_report_renders_offline_and_inert(browser: Any, tmp_path: Path) -> 
     page = Page(browser, html.as_uri())
     assert_page_is_sound(page, samples=len(records))
     assert page.js("document.querySelector('.badge').textContent") == "mode: not in this source"
+    judges = page.js("document.querySelector('.judges').textContent")
+    assert f"offline 1 ({len(records) // 2})" in judges and f"offline {tuned['version']} (" in judges
+    warning = page.js("document.querySelector('.mixed-judges').textContent")
+    assert "offline scored this window under more than one version" in warning
     assert {u.split(":", 1)[0] for u in page.requests} == {"file"} and len(page.requests) == 1
     assert page.js("document.querySelectorAll('script').length") == 4  # config, data, uPlot, dashboard
     page.shot(tmp_path / "report.png")

@@ -262,6 +262,8 @@ def view_data(
         "previous_at": summary["previous_at"],
         "diagnoses": summary["diagnoses"],
         "look_first": summary["look_first"],
+        "judges": summary["judges"],
+        "mixed_judges": summary["mixed_judges"],
         "advice": ADVICE.get(summary["look_first"] or "", ""),
         "timeline": {"step": step_s, "t": t_axis, "series": series},
         "thresholds": {m: thresholds.get(m) for m in metrics},

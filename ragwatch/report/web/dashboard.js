@@ -227,6 +227,16 @@
       data.previous_at ? " \u00b7 \u0394 against " + when(data.previous_at) : ""
     );
     var out = [head, facts];
+    var judges = data.judges || [];
+    if (judges.length) {
+      out.push(el("p", "judges", "scored by " + judges.map(function (j) {
+        return j.name + " " + j.version + " (" + j.samples + ")";
+      }).join(" \u00b7 ")));
+    }
+    (data.mixed_judges || []).forEach(function (name) {
+      out.push(el("p", "mixed-judges", "\u26a0\ufe0f " + name + " scored this window under more than one version " +
+        "(weights, threshold or relevance offset changed): scores from either side of the change do not measure the same thing."));
+    });
     if (mode && mode.degraded && mode.reason) out.push(el("p", "reason", "Degraded since " + when(mode.since) + ": " + mode.reason));
     if (data.look_first) {
       out.push(el("p", "look-first", el("strong", null, "Look first at " + data.look_first + ": "), data.advice));
