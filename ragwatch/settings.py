@@ -12,7 +12,7 @@ import itertools
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
@@ -60,6 +60,12 @@ class PriceSetting(BaseModel):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cached_input: float | None = Field(default=None, ge=0)
+
+
+#: A claim threshold: a P(supported) strictly between 0 and 1 (at 0 or 1 every claim would go one way).
+ClaimThreshold = Annotated[float, Field(gt=0, lt=1)]
+#: A logit added to a relevance calibration; ±10 already moves a 0.5 to 0.99995 or back.
+LogitOffset = Annotated[float, Field(ge=-10, le=10)]
 
 
 class Settings(BaseSettings):
@@ -228,32 +234,24 @@ class Settings(BaseSettings):
         description="Offline judge (also inside the cascade): chunk text analyses kept in a bounded LRU cache "
         "(about 6 kB each for a 150-word chunk; 0 keeps none). Size it to the chunks retrieved again and again.",
     )
-    offline_threshold: float | None = Field(
+    offline_threshold: ClaimThreshold | None = Field(
         default=None,
-        gt=0,
-        lt=1,
         description="Offline judge (also inside the cascade): a claim is SUPPORTED when its P(supported) is at least "
         "this (unset: the threshold in the weight file, set on the dev files). Choose it for your traffic's base "
         "rate with `ragwatch eval-judge FILE --thresholds` on answers you labelled.",
     )
-    relevance_offset: float = Field(
+    relevance_offset: LogitOffset = Field(
         default=0.0,
-        ge=-10,
-        le=10,
         description="Every judge's chunk relevance: a logit added to its calibration (0: as shipped). A "
         "relevance file of your own with `ragwatch eval-judge FILE --calibration` suggests it.",
     )
-    relevance_offset_cjk: float | None = Field(
+    relevance_offset_cjk: LogitOffset | None = Field(
         default=None,
-        ge=-10,
-        le=10,
         description="The same for questions written in CJK script, which have an intercept of their own "
         "(unset: relevance_offset). `--calibration` suggests one per script.",
     )
-    semantic_threshold: float | None = Field(
+    semantic_threshold: ClaimThreshold | None = Field(
         default=None,
-        gt=0,
-        lt=1,
         description="Semantic and embedding judges: a claim the cross-encoder re-scored is SUPPORTED at a blended "
         "P(supported) of at least this (unset: the threshold in the semantic weight note). "
         "`ragwatch eval-judge FILE --judge semantic --thresholds` suggests one.",

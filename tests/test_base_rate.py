@@ -161,6 +161,36 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def _suggest_then_apply(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    path: str,
+    settings: dict[str, str],
+    *args: str,
+) -> tuple[dict, dict]:
+    """The loop a team runs: ``--calibration``, then again with the suggested offsets set. ``settings`` maps
+    each environment variable to the path of its suggestion in the first run's ``"offset"`` record
+    (``"suggested"``, or ``"by_script.cjk.suggested"``). Returns both results; a shift of every logit ranks
+    nothing differently, so MAP must not move, and the second run must suggest the same again."""
+    before = _json(capsys, path, *args, "--calibration")
+
+    def suggestion(result: dict, where: str) -> float:
+        node = result["calibration"]["offset"]
+        for key in where.split("."):
+            node = node[key]
+        return float(node)
+
+    for name, where in settings.items():
+        monkeypatch.setenv(name, str(suggestion(before, where)))
+    after = _json(capsys, path, *args, "--calibration")
+    assert after["overall"]["map"] == before["overall"]["map"]
+    for where in settings.values():
+        assert suggestion(after, where) == pytest.approx(suggestion(before, where), abs=0.01)  # a fixed point
+    assert main([path, *args, "--calibration"]) == 0
+    assert "relevance_offset" in capsys.readouterr().out
+    return before, after
+
+
 @needs_data
 def test_thresholds_suggestion_closes_the_loop(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -191,19 +221,14 @@ def test_relevance_offset_suggestion_calibrates_the_file(
 ) -> None:
     # WikiQA's lists are 5 % relevant, a base rate the shipped English intercept does not fit
     path = str(DATA / "relevance" / "wikiqa_dev.jsonl")
-    out = _json(capsys, path, "--limit", "3000", "--calibration")
+    env = {"RAGWATCH_RELEVANCE_OFFSET": "suggested"}
+    out, after = _suggest_then_apply(monkeypatch, capsys, path, env, "--limit", "3000")
     offset, before = out["calibration"]["offset"], out["calibration"]["overall"]
     assert offset["suggested"] < -0.5 and offset["current"] == 0.0
     assert before["mean_score"] > 2 * before["positive_rate"]  # reads high as shipped
-    monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET", str(offset["suggested"]))
-    after = _json(capsys, path, "--limit", "3000", "--calibration")
     cal = after["calibration"]["overall"]
     assert cal["mean_score"] == pytest.approx(cal["positive_rate"], abs=0.002)
     assert cal["ece"] < before["ece"] / 3
-    assert after["overall"]["map"] == out["overall"]["map"]  # a shift of every logit ranks nothing differently
-    assert after["calibration"]["offset"]["suggested"] == pytest.approx(offset["suggested"], abs=0.01)
-    assert main([path, "--limit", "300", "--calibration"]) == 0
-    assert "relevance_offset" in capsys.readouterr().out
 
 
 @needs_data
@@ -212,19 +237,18 @@ def test_relevance_offsets_per_script_calibrate_each_script(
 ) -> None:
     # RGB's English and Chinese questions: the two intercepts, each with its own offset
     path = str(DATA / "relevance" / "rgb_relevance_dev.jsonl")
-    out = _json(capsys, path, "--calibration")
+    env = {
+        "RAGWATCH_RELEVANCE_OFFSET": "by_script.other.suggested",
+        "RAGWATCH_RELEVANCE_OFFSET_CJK": "by_script.cjk.suggested",
+    }
+    out, after = _suggest_then_apply(monkeypatch, capsys, path, env)
     scripts = out["calibration"]["offset"]["by_script"]
     assert set(scripts) == {"other", "cjk"}
-    monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET", str(scripts["other"]["suggested"]))
-    monkeypatch.setenv("RAGWATCH_RELEVANCE_OFFSET_CJK", str(scripts["cjk"]["suggested"]))
-    after = _json(capsys, path, "--calibration")
     for language in ("en", "zh"):  # RGB's English questions are in Latin script, its Chinese ones in CJK
         cal = after["calibration"]["by_language"][language]
         assert cal["mean_score"] == pytest.approx(cal["positive_rate"], abs=0.002)
-    assert after["overall"]["map"] == out["overall"]["map"]
     again = after["calibration"]["offset"]["by_script"]
-    for script in ("other", "cjk"):
+    for script in ("other", "cjk"):  # the second run knows it ran with them
         assert again[script]["current"] == scripts[script]["suggested"]
-        assert again[script]["suggested"] == pytest.approx(scripts[script]["suggested"], abs=0.01)
     assert main([path, "--calibration"]) == 0
     assert "relevance_offset_cjk" in capsys.readouterr().out
