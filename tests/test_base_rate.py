@@ -55,6 +55,37 @@ def test_threshold_table_on_hand_computed_answers() -> None:
         threshold_table(labels, claims[:2], current=0.5)
 
 
+def test_threshold_for_a_precision_takes_the_most_recall_that_keeps_it() -> None:
+    # five hallucinated answers, three faithful (P 0.25, 0.58, 0.70); an answer is flagged when P < threshold
+    labels = [True, True, True, True, True, False, False, False]
+    claims = [[(p, False)] for p in (0.10, 0.20, 0.30, 0.55, 0.65, 0.25, 0.58, 0.70)]
+    row = {r["threshold"]: r for r in threshold_table(labels, claims, current=0.5)["rows"]}
+    assert (row[0.25]["precision"], row[0.25]["recall"]) == (1.0, 0.4)
+    assert (row[0.50]["precision"], row[0.50]["recall"]) == (0.75, 0.6)
+    assert (row[0.57]["precision"], row[0.57]["recall"]) == (0.8, 0.8)
+    assert row[0.66]["precision"] < 0.75
+
+    def pick(p: float, current: float = 0.5) -> float | None:
+        found = threshold_table(labels, claims, current=current, min_precision=p)["for_precision"]
+        assert found["min_precision"] == p
+        return None if found["row"] is None else found["row"]["threshold"]
+
+    # 0.56-0.58 flag four of the five with one false page: the most recall at 0.75 and at exactly 0.8
+    assert pick(0.75) == pick(0.8) == 0.56  # among equal rows, the one nearest the current threshold
+    assert pick(0.8, current=0.6) == 0.58
+    # only no false page at all is above 0.8: 0.21-0.25, two of five caught
+    assert pick(0.81) == 0.25 and pick(0.81, current=0.1) == 0.21
+    # the F1-best threshold catches all five at two false pages in seven: under the precision asked
+    best = threshold_table(labels, claims, current=0.5)["best"]
+    assert best["threshold"] == 0.66 and best["recall"] == 1.0 and best["precision"] < 0.75
+    # a precision no threshold reaches on this file: the faithful answer doubts as much as the other
+    few = [[(0.10, False)], [(0.10, False)]]
+    assert threshold_table([True, False], few, current=0.5, min_precision=0.9)["for_precision"]["row"] is None
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        threshold_table(labels, claims, current=0.5, min_precision=1.0)
+    assert "for_precision" not in threshold_table(labels, claims, current=0.5)
+
+
 def test_relevance_offset_matches_the_mean_to_the_base_rate() -> None:
     # over-confident scores: one relevant chunk in eight, mean score 0.55
     scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
@@ -213,6 +244,28 @@ def test_thresholds_suggestion_closes_the_loop(
     rel = str(DATA / "relevance" / "rgb_relevance_dev.jsonl")
     assert main([rel, "--limit", "5", "--thresholds"]) == 2
     assert "faithfulness file" in capsys.readouterr().err
+
+
+@needs_data
+def test_min_precision_picks_a_threshold_the_judge_then_reads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(DATA / "faithfulness" / "ragtruth_dev.jsonl")
+    out = _json(capsys, path, "--min-precision", "0.7")  # implies --thresholds
+    table = out["thresholds"]
+    row = table["for_precision"]["row"]
+    assert table["for_precision"]["min_precision"] == 0.7 and row is not None
+    assert row["precision"] >= 0.7 and row["threshold"] < table["best"]["threshold"]
+    # no row with that precision catches more
+    assert all(r["recall"] <= row["recall"] for r in table["rows"] if r["precision"] >= 0.7)
+    monkeypatch.setenv("RAGWATCH_OFFLINE_THRESHOLD", str(row["threshold"]))
+    again = _json(capsys, path)["overall"]
+    assert again["precision"] >= 0.7 and again["recall"] == row["recall"]
+    monkeypatch.delenv("RAGWATCH_OFFLINE_THRESHOLD")
+    assert main([path, "--limit", "150", "--min-precision", "0.9"]) == 0
+    assert "precision ≥ 0.9: no threshold reaches" in " ".join(capsys.readouterr().out.split())
+    assert main([path, "--limit", "5", "--min-precision", "1.5"]) == 2
+    assert "--min-precision must be between 0 and 1" in capsys.readouterr().err
 
 
 @needs_data

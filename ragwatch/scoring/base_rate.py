@@ -32,20 +32,34 @@ def _flagged(claims: Sequence[tuple[float, bool]], threshold: float) -> bool:
 
 
 def threshold_table(
-    labels: Sequence[bool], claims: Sequence[Sequence[tuple[float, bool]]], current: float
+    labels: Sequence[bool],
+    claims: Sequence[Sequence[tuple[float, bool]]],
+    current: float,
+    min_precision: float | None = None,
 ) -> dict[str, Any]:
     """Response-level precision, recall and F1 of "contains a hallucination" at each claim threshold.
 
     ``claims[i]`` holds answer i's verifiable claims as (P(supported), vetoed by a hard rule). The best
     threshold maximises F1; among equal F1s the one nearest ``current`` (the judge's threshold) wins, so a
     flat optimum never moves the setting for nothing.
+
+    ``min_precision`` adds ``"for_precision"``: the threshold that catches the most hallucinated answers
+    while at least that share of the flagged ones are hallucinated — the rule for a team that pages on the
+    faithfulness panel and can afford only so many false pages, where F1 weighs a false page and a missed
+    hallucination the same. Among equal recalls the higher precision wins, then the threshold nearest
+    ``current``. Its ``row`` is ``None`` when no threshold reaches the precision on this file.
     """
     if len(labels) != len(claims):
         raise ValueError("labels and claims differ in length")
+    if min_precision is not None and not 0.0 < min_precision < 1.0:
+        raise ValueError("min_precision must be between 0 and 1")
     rows = []
+    exact: list[tuple[float, float]] = []  # unrounded (precision, recall) of each row: the rounded ones could
+    # put a row at exactly the asked precision that is under it
     for t in THRESHOLD_GRID:
         predictions = [_flagged(c, t) for c in claims]
         precision, recall, f1 = precision_recall_f1(labels, predictions)
+        exact.append((precision, recall))
         rows.append(
             {
                 "threshold": t,
@@ -58,12 +72,17 @@ def threshold_table(
     best = max(rows, key=lambda r: (r["f1"], -abs(r["threshold"] - current)))
     predictions = [_flagged(c, current) for c in claims]
     at_current = dict(zip(("precision", "recall", "f1"), precision_recall_f1(labels, predictions), strict=True))
-    return {
+    table: dict[str, Any] = {
         "current": {"threshold": current, **{k: round(v, 4) for k, v in at_current.items()}},
         "best": best,
         "hallucinated_share": round(sum(1 for y in labels if y) / len(labels), 4) if labels else 0.0,
         "rows": rows,
     }
+    if min_precision is not None:
+        reaching = [(e, r) for e, r in zip(exact, rows, strict=True) if e[0] >= min_precision and e[1] > 0]
+        pick = max(reaching, key=lambda er: (er[0][1], er[0][0], -abs(er[1]["threshold"] - current)), default=None)
+        table["for_precision"] = {"min_precision": min_precision, "row": None if pick is None else pick[1]}
+    return table
 
 
 def _logit(p: float) -> float:

@@ -246,11 +246,13 @@ def evaluate_faithfulness(
     progress: Progress = _noop,
     thresholds: bool = False,
     ci: bool = False,
+    min_precision: float | None = None,
 ) -> dict[str, Any]:
     """Score every row; summarise "contains a hallucination" overall, by task type and by language.
 
     ``thresholds`` (a judge with a claim threshold: offline, semantic, embedding) adds ``"thresholds"``, the
-    same F1 at every other claim threshold (:func:`~ragwatch.scoring.base_rate.threshold_table`); ``ci``
+    same F1 at every other claim threshold (:func:`~ragwatch.scoring.base_rate.threshold_table`), with
+    ``min_precision`` also the threshold of the most recall at that precision; ``ci``
     adds ``"ci"``, 95 % bootstrap intervals of F1 and AUC over the answers, for the same groups."""
     labels: list[bool] = []
     predictions: list[bool] = []
@@ -278,7 +280,7 @@ def evaluate_faithfulness(
             for name, idx in sorted(by.items())
         }
     if thresholds:
-        result["thresholds"] = threshold_table(labels, odds, float(judge.threshold))
+        result["thresholds"] = threshold_table(labels, odds, float(judge.threshold), min_precision)
         result["thresholds"]["setting"] = THRESHOLD_SETTINGS.get(str(judge.name), "threshold")
     if ci:
         everything = list(range(len(labels)))
@@ -483,17 +485,28 @@ def _calibration_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list
 
 
 def _threshold_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
-    """The threshold table every 0.05, plus the judge's own threshold and the best one."""
+    """The threshold table every 0.05, plus the judge's own threshold, the best one and, when asked, the one
+    for a precision."""
     table = result["thresholds"]
     cur, best = table["current"], table["best"]
     title = (
         f"claim threshold {cur['threshold']:g}: F1 {cur['f1']:.3f}; best {best['f1']:.3f} at {best['threshold']:g}"
         f" ({table.get('setting', 'threshold')})"
     )
+    wanted = table.get("for_precision")
+    for_p = wanted["row"] if wanted else None
+    if wanted:
+        title += f"; precision ≥ {wanted['min_precision']:g}: " + (
+            f"recall {for_p['recall']:.3f} at {for_p['threshold']:g}" if for_p else "no threshold reaches it"
+        )
     columns = ["threshold", "precision", "recall", "f1", "flagged share"]
-    shown = [r for r in table["rows"] if round(r["threshold"] * 100) % 5 == 0 or r is best]
+    shown = [r for r in table["rows"] if round(r["threshold"] * 100) % 5 == 0 or r is best or r is for_p]
+
+    def marks(r: dict[str, Any]) -> str:
+        return (" best" if r is best else "") + (f" P≥{wanted['min_precision']:g}" if r is for_p and wanted else "")
+
     body = [
-        [f"{r['threshold']:.2f}" + (" best" if r is best else "")]
+        [f"{r['threshold']:.2f}" + marks(r)]
         + [_fmt(float(r[c])) for c in ("precision", "recall", "f1", "flagged_share")]
         for r in shown
     ]
@@ -611,6 +624,13 @@ def _parser() -> argparse.ArgumentParser:
         "threshold and the best one (for offline_threshold / semantic_threshold, on answers of your own service)",
     )
     parser.add_argument(
+        "--min-precision",
+        type=float,
+        metavar="P",
+        help="with --thresholds: also the threshold that flags the most hallucinated answers while at least a "
+        "share P of the flagged ones are hallucinated (for a team paging on faithfulness); implies --thresholds",
+    )
+    parser.add_argument(
         "--ci",
         action="store_true",
         help="also 95%% bootstrap intervals of every figure (1,000 resamples of answers, or of questions)",
@@ -630,12 +650,18 @@ def run(
     calibration: bool = False,
     thresholds: bool = False,
     ci: bool = False,
+    min_precision: float | None = None,
 ) -> dict:
     """Load, detect the kind, evaluate; returns ``{"kind", "result", "rows", "seconds"}``.
 
     ``settings`` (a :class:`~ragwatch.settings.Settings`) configures the judge; ``None`` reads them from the
-    environment. :class:`ConfigError` when the judge cannot be built from them.
+    environment. :class:`ConfigError` when the judge cannot be built from them. ``min_precision`` implies
+    ``thresholds``.
     """
+    if min_precision is not None:
+        if not 0.0 < min_precision < 1.0:
+            raise EvalInputError(0, "--min-precision must be between 0 and 1 (e.g. 0.8)")
+        thresholds = True
     rows = load_rows(path, limit)
     kind = detect_kind(rows[0])
     check = _check_faithfulness_row if kind == "faithfulness" else _check_relevance_row
@@ -660,7 +686,9 @@ def run(
         started = time.perf_counter()
         with _progress(len(rows), f"judging {path.name}", show_progress and len(rows) > 50) as advance:
             if kind == "faithfulness":
-                result = evaluate_faithfulness(rows, judge, advance, thresholds=thresholds, ci=ci)
+                result = evaluate_faithfulness(
+                    rows, judge, advance, thresholds=thresholds, ci=ci, min_precision=min_precision
+                )
             else:
                 if not hasattr(judge, "relevance"):
                     raise EvalInputError(0, f"judge {judge_name!r} has no relevance function")
@@ -701,6 +729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             calibration=args.calibration,
             thresholds=args.thresholds,
             ci=args.ci,
+            min_precision=args.min_precision,
         )
     except EvalInputError as exc:
         print(f"ragwatch eval-judge: error: {args.file}: {exc}", file=sys.stderr)
