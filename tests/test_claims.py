@@ -7,6 +7,8 @@ claims with labelled hallucinated spans), so every case checks them, not just th
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragwatch.scoring.judges.claims import Claim, mask_inline_code, split_claims
 
@@ -154,3 +156,49 @@ def test_offsets_survive_long_mixed_answers() -> None:
         "Opening day: Oct. 18, 2019.",
     ]
     assert all(answer[c.start : c.end] == c.text for c in claims)
+
+
+# ------------------------------------------------------------------- long answers: linear, same claims
+
+_PIECES = [
+    "the price rose", "sales fell", "it", "they", "and", "also", "but", "while", ",", ";", "，", "。", ".", "而",
+    "但是", "价格上涨", "  ", "\n", "e.g.", "U.S.", "3.5", "2024", "…", "x", "`a, but b`", "Mr.",
+]  # fmt: skip
+
+
+def _split_the_old_way(text: str) -> list[tuple[int, int]]:
+    """The segmentation before compound splitting counted words once per sentence: each side of each
+    connective recounted by regex over its slice (quadratic in a long sentence, the reference here)."""
+    from ragwatch.scoring.judges import claims as c
+
+    def substantial(piece: str) -> bool:
+        return len(c._LATIN_WORD_RE.findall(piece)) + len(c._CJK_RE.findall(piece)) / 2 >= 3
+
+    protected = c._protected(text)
+    out = []
+    for bstart, bend, _ in c._blocks(text):
+        for sstart, send in c._sentences(text, bstart, bend, protected):
+            pos = sstart
+            for m in c._COMPOUND_RE.finditer(text, sstart, send):
+                if c._inside(m.start(), protected):
+                    continue
+                if substantial(text[pos : m.start()]) and substantial(text[m.end() : send]):
+                    out.append(c._trim(text, pos, m.start() + 1 if text[m.start()] == ";" else m.start()))
+                    pos = m.end()
+            out.append(c._trim(text, pos, send))
+    return [(s, e) for s, e in out if text[s:e] and c._CONTENT_RE.search(mask_inline_code(text[s:e]))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=60).map(" ".join))
+def test_compound_split_counts_words_once_and_cuts_where_it_did(text: str) -> None:
+    assert [(x.start, x.end) for x in split_claims(text)] == _split_the_old_way(text)
+
+
+def test_a_sentence_of_many_connectives_splits_at_each() -> None:
+    # 400 clauses joined by ", but": once quadratic (each side recounted after each), now counted once
+    clause = "the price rose again"
+    text = ", but ".join([clause] * 400) + "."
+    got = split_claims(text)
+    assert len(got) == 400
+    assert all(x.text.rstrip(".") == clause and text[x.start : x.end] == x.text for x in got)

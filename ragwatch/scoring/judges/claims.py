@@ -23,7 +23,9 @@ Numbers, dates, units and names are never cut because the only split points are 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 from ragwatch.scoring.judges.text_scan import CJK_CHARS
 
@@ -129,13 +131,14 @@ _ABBREVIATIONS = frozenset(
 _COMPOUND_RE = re.compile(
     r",\s+(?:while|whereas|but)\s+"
     r"|;\s+"
-    r"|\s+and\s+also\s+"
+    r"|(?<!\s)\s+and\s+also\s+"  # (?<!\s): tried once per run of spaces, not at each (quadratic)
     r"|,\s+and\s+(?=(?:it|they|he|she|this|these|those|we|there|its|his|her|their)\b)"
     r"|，\s*(?:并且|而且|同时|但是|然而|此外|另外|但|而(?![是且]))"
 )
 _CONTENT_RE = re.compile(rf"[A-Za-z0-9{CJK_CHARS}]")
 _LATIN_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’.-][A-Za-z0-9]+)*")
 _CJK_RE = re.compile(f"[{CJK_CHARS}]")
+_NON_SPACE_RE = re.compile(r"\S")
 _TERMINAL = tuple(".!?。！？；;:：")
 
 
@@ -212,12 +215,15 @@ def _is_boundary(text: str, m: re.Match[str], end_of_block: int, protected: list
         return None  # "3.5", "v1.2", "e.g.x", "a!b": no space after, not a boundary
     if tok[0] in "!?":
         return j
-    rest = text[j:end_of_block].lstrip()
     if tok[0] == ";":
         return j
+    # the next character after any spaces (found, not sliced off: a copy of the rest of the block at every
+    # terminator is quadratic in a long answer)
+    after = _NON_SPACE_RE.search(text, j, end_of_block)
+    lower_next = after is not None and after.group().islower()
     if tok[0] in ".…" and len(tok) > 1:  # ellipsis: a boundary only before a new sentence
-        return j if not rest or not rest[0].islower() else None
-    if rest and rest[0].islower():
+        return None if lower_next else j
+    if lower_next:
         return None  # "e.g. the", "approx. five": a lower-case word continues the sentence
     w = _WORD_BEFORE_RE.search(text, max(0, i - 20), i)
     if w:
@@ -244,19 +250,38 @@ def _sentences(text: str, start: int, end: int, protected: list[tuple[int, int]]
     return out
 
 
-def _substantial(piece: str) -> bool:
-    """Enough words to stand alone as a claim; compound splitting never leaves a fragment."""
-    return len(_LATIN_WORD_RE.findall(piece)) + len(_CJK_RE.findall(piece)) / 2 >= 3
+class _WordCount:
+    """Whether a slice of one sentence has enough words to stand alone as a claim (three, a CJK character
+    counting half), so compound splitting never leaves a fragment. Counted once per sentence and read for
+    any slice in O(log n): a sentence strung together with hundreds of ", but" would otherwise be recounted
+    after each (quadratic in the answer)."""
+
+    def __init__(self, text: str, start: int, end: int) -> None:
+        tokens = sorted(
+            [(m.start(), m.end(), 1.0) for m in _LATIN_WORD_RE.finditer(text, start, end)]
+            + [(m.start(), m.end(), 0.5) for m in _CJK_RE.finditer(text, start, end)]
+        )  # Latin words and CJK characters never overlap, so starts and ends are both in order
+        self._starts = [t[0] for t in tokens]
+        self._ends = [t[1] for t in tokens]
+        self._total = [0.0, *accumulate(t[2] for t in tokens)]
+
+    def substantial(self, start: int, end: int) -> bool:
+        """Three words or more in ``text[start:end]`` (exact when no word crosses ``start`` or ``end``)."""
+        first, last = bisect_left(self._starts, start), bisect_right(self._ends, end)
+        return last > first and self._total[last] - self._total[first] >= 3
 
 
 def _split_compound(text: str, start: int, end: int, protected: list[tuple[int, int]]) -> list[tuple[int, int]]:
     pieces = []
     pos = start
+    words: _WordCount | None = None
     for m in _COMPOUND_RE.finditer(text, start, end):
         if _inside(m.start(), protected):
             continue
-        left, right = text[pos : m.start()], text[m.end() : end]
-        if _substantial(left) and _substantial(right):
+        # a connective starts at punctuation or a space and ends at a space, a CJK character or before a
+        # pronoun: no word crosses either side
+        words = words or _WordCount(text, start, end)
+        if words.substantial(pos, m.start()) and words.substantial(m.end(), end):
             cut = m.start() + 1 if text[m.start()] == ";" else m.start()
             pieces.append((pos, cut))
             pos = m.end()
