@@ -1,4 +1,4 @@
-"""Hostile text: does the offline judge's cost grow with the text, or with its square?
+"""Hostile text: does the offline judge's (and the redactor's) cost grow with the text, or with its square?
 
     python benchmarks/hostile_text.py              # about a minute
     python benchmarks/hostile_text.py --size 32000 --json /tmp/hostile.json
@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchcommon import print_table, source_fingerprint  # noqa: E402
 
+from ragwatch.sampling.redact import Redactor  # noqa: E402
 from ragwatch.sampling.sample import Sample, SampleChunk  # noqa: E402
 from ragwatch.scoring.judges.offline import OfflineJudge  # noqa: E402
 
@@ -41,7 +42,11 @@ UNITS = (
     "e.g. ", "U.S. ", "Mr. ", "A. ", "...", "…", "!?", "—", "(", "[", "{", '"', "`", "``` ", "<b>",
     "&amp;", "http://a.b/", "a@b.c ", "x=1 ", '{"a": 1}', "\u200b", "a ",
 )  # fmt: skip
-PLACES = ("answer", "question", "chunk")
+#: Where the text goes: a field of a sample the offline judge scores, or the text the sampler's redactor
+#: (every built-in pattern) masks, which also runs on the request thread for exception messages.
+PLACES = ("answer", "question", "chunk", "redactor")
+#: Units only a redaction pattern would loop over.
+REDACTION_UNITS = ("eyJ", "sk-", "a@", "a@b.", "1-", "+1 ", "DE00 ", "1234 ", "password=", "1.1.1.", "138")
 
 
 def sample(place: str, text: str) -> Sample:
@@ -59,9 +64,12 @@ def sample(place: str, text: str) -> Sample:
     )
 
 
-def cpu_seconds(judge: OfflineJudge, s: Sample) -> float:
+def cpu_seconds(judge: OfflineJudge, redact: Redactor, place: str, text: str) -> float:
     started = time.process_time()
-    judge.score(s)
+    if place == "redactor":
+        redact(text)
+    else:
+        judge.score(sample(place, text))
     return time.process_time() - started
 
 
@@ -75,12 +83,14 @@ def main() -> int:
     if args.size < 100:
         parser.error("--size must be at least 100")
     judge = OfflineJudge(chunk_cache_size=0)  # every chunk read afresh
+    redact = Redactor()
     judge.score(sample("answer", "warm up."))
     rows, results, failed = [], [], []
-    for i, unit in enumerate(UNITS):
-        for place in PLACES:
+    units = (*UNITS, *REDACTION_UNITS)
+    for i, unit in enumerate(units):
+        for place in PLACES if unit in UNITS else ("redactor",):
             small, large = (unit * max(1, n // len(unit)) + " end" for n in (args.size, 4 * args.size))
-            t_small, t_large = cpu_seconds(judge, sample(place, small)), cpu_seconds(judge, sample(place, large))
+            t_small, t_large = (cpu_seconds(judge, redact, place, text) for text in (small, large))
             ratio = t_large / max(t_small, 1e-6)
             judged = t_large >= args.floor
             bad = judged and ratio > args.limit
@@ -94,10 +104,11 @@ def main() -> int:
                 rows.append(
                     [repr(unit), place, f"{t_small * 1000:.1f}", f"{t_large * 1000:.1f}", f"{ratio:.1f}", verdict]
                 )
-        print(f"  {i + 1}/{len(UNITS)} units", file=sys.stderr, end="\r")
+        print(f"  {i + 1}/{len(units)} units", file=sys.stderr, end="\r")
     print(file=sys.stderr)
     print_table(
-        f"offline judge, {args.size:,} vs {4 * args.size:,} characters (ratio ≈ 4 linear, ≈ 16 quadratic); "
+        f"offline judge and redactor, {args.size:,} vs {4 * args.size:,} characters "
+        "(ratio ≈ 4 linear, ≈ 16 quadratic); "
         f"{len(results) - len(rows)} rows under {args.floor} s not shown",
         ["unit", "in", "ms (size)", "ms (4 × size)", "ratio", ""],
         rows,

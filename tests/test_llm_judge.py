@@ -302,6 +302,34 @@ def test_code_fenced_json_is_accepted(stub: OpenAIStub, make_judge: Callable[...
     assert len(stub.requests) == 1
 
 
+@pytest.mark.parametrize(
+    "fence",
+    [
+        "```JSON\r\n{}\u00a0\n```  ",  # another tag case, CRLF, a no-break space before the fence
+        "```{}```",  # no tag, no newlines
+        "\n  ```json {} ```\n",  # the whole reply fenced, blanks around
+    ],
+)
+def test_fence_forms(stub: OpenAIStub, make_judge: Callable[..., LLMJudge], fence: str) -> None:
+    import orjson
+
+    stub.script(chat_reply(fence.replace("{}", orjson.dumps(output([TALL])).decode())))
+    assert make_judge().score(make_sample()).scores["faithfulness"] == 1.0
+
+
+def test_a_reply_of_looping_whitespace_is_malformed_not_a_stall(
+    stub: OpenAIStub, make_judge: Callable[..., LLMJudge]
+) -> None:
+    # a model that loops on blanks until max_tokens: once a minute of regex backtracking per 5,000 spaces
+    # after the opening fence; now read once, and retried as any malformed reply
+    looping = "```json\n" + " " * 200_000
+    stub.script(chat_reply(looping), chat_reply("```json\n{" + "\t" * 50_000))
+    judge = make_judge()
+    with pytest.raises(JudgeError, match="message content is not JSON"):
+        judge.score(make_sample())
+    assert len(stub.requests) == 2
+
+
 # --------------------------------------------------------------------------------- HTTP failures
 
 

@@ -143,7 +143,22 @@ def _optional_str(value: Any) -> str | None:
     return None
 
 
-_FENCE = re.compile(r"^\s*```[A-Za-z]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+def _unfenced(content: str) -> str:
+    """The body of a code fence around the whole content (```json … ```), else the content: servers that
+    ignore ``response_format`` often wrap their JSON in one.
+
+    String operations, not a regular expression: the pattern this replaced backtracked over every way to
+    split a run of whitespace between its lazy body and the closing fence, and a reply of 5,000 spaces
+    after an opening fence (a model looping until ``max_tokens``) held the worker for over a minute.
+    """
+    text = content.strip()
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return content
+    body = text[3:-3]
+    tag = 0  # the language tag, ASCII letters right after the opening fence
+    while tag < len(body) and body[tag].isascii() and body[tag].isalpha():
+        tag += 1
+    return body[tag:].strip()
 
 
 def _extract(data: Any) -> _Output:
@@ -159,9 +174,8 @@ def _extract(data: Any) -> _Output:
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str) or not content.strip():
         raise _Malformed(f"response has no message content{suffix}")
-    fenced = _FENCE.match(content)  # servers that ignore response_format often wrap JSON in a code fence
     try:
-        obj = orjson.loads(fenced.group(1) if fenced else content)
+        obj = orjson.loads(_unfenced(content))
     except orjson.JSONDecodeError:
         raise _Malformed(f"message content is not JSON{suffix}") from None
     if not isinstance(obj, dict):
