@@ -627,8 +627,8 @@ def _parser() -> argparse.ArgumentParser:
         "--min-precision",
         type=float,
         metavar="P",
-        help="with --thresholds: also the threshold that flags the most hallucinated answers while at least a "
-        "share P of the flagged ones are hallucinated (for a team paging on faithfulness); implies --thresholds",
+        help="--thresholds plus the threshold that flags the most hallucinated answers while at least a share P "
+        "of the flagged ones are hallucinated (for a team paging on faithfulness)",
     )
     parser.add_argument(
         "--ci",
