@@ -40,7 +40,7 @@ UNITS = (
     " ", "\n", "\t", "  \n", "- a\n", "| a |\n", "* ", "1) ", "# ", "1", "1.", "1,000 ", "1.5e10 ", "$1", "%",
     "10 km ", "2024", "年", "，", "。", "预计", "，而", "; ", ", but ", " and also", ", and it ", "not ",
     "e.g. ", "U.S. ", "Mr. ", "A. ", "...", "…", "!?", "—", "(", "[", "{", '"', "`", "``` ", "<b>",
-    "&amp;", "http://a.b/", "a@b.c ", "x=1 ", '{"a": 1}', "\u200b", "a ",
+    "&amp;", "http://a.b/", "a@b.c ", "x=1 ", '{"a": 1}', "\u200b", "a ", ".`", "`;", "。`", "`e.g.",
 )  # fmt: skip
 #: Where the text goes: a field of a sample the offline judge scores, or the text the sampler's redactor
 #: (every built-in pattern) masks, which also runs on the request thread for exception messages.

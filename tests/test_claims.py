@@ -6,6 +6,8 @@ claims with labelled hallucinated spans), so every case checks them, not just th
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -202,3 +204,24 @@ def test_a_sentence_of_many_connectives_splits_at_each() -> None:
     got = split_claims(text)
     assert len(got) == 400
     assert all(x.text.rstrip(".") == clause and text[x.start : x.end] == x.text for x in got)
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12)).map(lambda t: (t[0], t[0] + t[1])), max_size=12),
+    st.integers(-2, 60),
+)
+def test_protected_ranges_are_bisected_as_their_union(spans: list[tuple[int, int]], pos: int) -> None:
+    # code spans and URLs may overlap or touch; a position is protected when any of them holds it
+    from ragwatch.scoring.judges.claims import _inside, _union
+
+    merged = _union(spans)
+    assert all(a[1] < b[0] for a, b in pairwise(merged))  # disjoint, in order
+    assert _inside(pos, merged) == any(s <= pos < e for s, e in spans)
+
+
+def test_an_answer_of_many_inline_code_spans_still_splits_at_each_sentence() -> None:
+    # thousands of `x`. sentences: every terminator asked about every code span (quadratic) until bisected
+    text = " ".join(["See `x` here."] * 2000)
+    got = split_claims(text)
+    assert len(got) == 2000 and all(c.text == "See `x` here." for c in got)
