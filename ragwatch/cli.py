@@ -176,6 +176,12 @@ def _eval_judge(args: argparse.Namespace) -> int:
     return evaluate(args.rest)
 
 
+def _eval_alerts(args: argparse.Namespace) -> int:
+    from ragwatch.scoring.alert_eval import main as eval_alerts
+
+    return eval_alerts(args.rest)
+
+
 def _replay(args: argparse.Namespace) -> int:
     from ragwatch.replay.options import ReplayOptions, parse_duration
     from ragwatch.replay.prober import run
@@ -349,6 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("rest", nargs=argparse.REMAINDER)
     evaluate.set_defaults(func=_eval_judge)
 
+    alerts = commands.add_parser(
+        "eval-alerts", add_help=False, help="would the alert lines fire on labelled data (ragwatch eval-alerts --help)"
+    )
+    alerts.add_argument("rest", nargs=argparse.REMAINDER)
+    alerts.set_defaults(func=_eval_alerts)
+
     replay = commands.add_parser("replay", help="probe the live service with golden / recent questions")
     _common(replay)
     replay.add_argument("--url", required=True, help="endpoint to probe, e.g. http://kb-qa:8000/ask")
@@ -421,6 +433,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ragwatch.scoring.evaluate import main as evaluate
 
         return evaluate(argv[1:])
+    if argv[:1] == ["eval-alerts"]:  # the same, for its own parser
+        from ragwatch.scoring.alert_eval import main as eval_alerts
+
+        return eval_alerts(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

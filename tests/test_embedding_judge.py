@@ -20,6 +20,7 @@ from ragwatch.scoring.judges.base import (
     CONTEXT_RELEVANCE,
     FAITHFULNESS,
     FULLY_SUPPORTED,
+    HALLUCINATION_RATE,
     context_precision,
     context_precision_ranked,
 )
@@ -99,12 +100,12 @@ def test_relevance_orders_on_topic_above_off_topic(judge: EmbeddingJudge) -> Non
     question = "What is the capital of France?"
     on_topic, off_topic = judge.relevance(question, [CONTEXT[1], CONTEXT[0]])
     assert on_topic > 0.5 > off_topic
-    # a paraphrased on-topic chunk with no word in common with the question still ranks first
-    rels = judge.relevance(
-        "How do I fix a flat bicycle tyre?",
-        ["Patch the punctured inner tube of your bike.", "The stock market closed higher on Friday."],
+    # chunk relevance is graded from the words alone: a paraphrase sharing no word with the question reads as
+    # off topic as an unrelated chunk (the cosine no longer enters it; README, judges)
+    texts = ["Patch the punctured inner tube of your bike.", "The stock market closed higher on Friday."]
+    assert judge.relevance("How do I fix a flat bicycle tyre?", texts) == OfflineJudge().relevance(
+        "How do I fix a flat bicycle tyre?", texts
     )
-    assert rels[0] > rels[1]
     assert judge.relevance(question, []) == []
     assert judge.relevance(question, ["", "Paris"])[0] == 0.0
 
@@ -112,16 +113,16 @@ def test_relevance_orders_on_topic_above_off_topic(judge: EmbeddingJudge) -> Non
 def test_score_names_and_ranges(judge: EmbeddingJudge) -> None:
     verdict = judge.score(make("What is the capital of France?", "Paris is the capital of France.", CONTEXT[::-1]))
     names = {FAITHFULNESS, FULLY_SUPPORTED, CONTEXT_RELEVANCE, context_precision(3), context_precision_ranked(3)}
-    names.add(ANSWER_RELEVANCE)
+    names |= {ANSWER_RELEVANCE, HALLUCINATION_RATE}
     assert set(verdict.scores) == names
     assert all(0.0 <= v <= 1.0 for v in verdict.scores.values())
-    assert verdict.scores[FAITHFULNESS] == 1.0
+    assert verdict.scores[FAITHFULNESS] == 1.0 and verdict.scores[HALLUCINATION_RATE] == 0.0
     assert verdict.scores[ANSWER_RELEVANCE] >= 0.75
     assert [c["id"] for c in verdict.details["chunks"]] == ["c1", "c2"]
     assert verdict.details["faithfulness_basis"] == "1 of 1 verifiable claims supported"
     # no answer: no faithfulness; no chunks: relevance 0
     bare = judge.score(make("What is the capital of France?", None, []))
-    assert FAITHFULNESS not in bare.scores
+    assert FAITHFULNESS not in bare.scores and HALLUCINATION_RATE not in bare.scores
     assert bare.scores[CONTEXT_RELEVANCE] == 0.0
     assert judge.score(make("q?", "Paris.", [])).details["claims"][0]["verdict"] == "UNSUPPORTED"
 
@@ -320,10 +321,10 @@ def test_cjk_questions_keep_the_offline_relevance_and_embed_no_chunk(
     assert [c["relevance"] for c in verdict.details["chunks"]] == pytest.approx(offline, abs=1e-4)
     assert not any(c in texts for texts in spy.calls for c in chunks)
     assert len(judge._chunk_cache) == 0
-    # an English question's chunks are still embedded, and its relevance reads the cosine
+    # an English question's chunk relevance is the offline graded relevance too (a function of the question
+    # and the chunk alone, so CP@K against a fixed SLA reads the same with either judge)
     english = judge.relevance("How many runners took part in the Beijing marathon?", ["30,000 runners ran in Beijing."])
-    assert "30,000 runners ran in Beijing." in {t for texts in spy.calls for t in texts}
-    assert english != OfflineJudge().relevance(
+    assert english == OfflineJudge().relevance(
         "How many runners took part in the Beijing marathon?", ["30,000 runners ran in Beijing."]
     )
 

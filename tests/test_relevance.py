@@ -22,6 +22,7 @@ from ragwatch.scoring.judges.relevance import (
     consensus,
     type_match,
 )
+from ragwatch.scoring.judges.relevance_graded import GRADED_WEIGHTS_PATH
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "relevance"
 
@@ -170,15 +171,17 @@ def test_weights_rest_on_training_files_only() -> None:
     assert not set(note["fitted_on"]) & set(note["intercept_set_on"])
 
 
-def test_calibration_intercept_follows_the_script_of_the_question(tmp_path: Path) -> None:
-    """Base rates differ by corpus and language, so CJK questions have their own intercept."""
-    weights = json.loads(WEIGHTS_PATH.read_text(encoding="utf-8"))
-    weights["calibration"]["intercept_cjk"] += 2.0
-    shifted = tmp_path / "relevance.json"
+def test_answer_intercept_follows_the_script_of_the_question(tmp_path: Path) -> None:
+    """The graded model may carry an answer intercept of its own for CJK questions: it moves their chunks
+    that are on topic and leaves English questions alone."""
+    weights = json.loads(GRADED_WEIGHTS_PATH.read_text(encoding="utf-8"))
+    weights["answer"]["intercept_cjk"] = weights["answer"]["intercept"] + 2.0
+    shifted = tmp_path / "graded.json"
     shifted.write_text(json.dumps(weights), encoding="utf-8")
-    base, cjk = RelevanceScorer(), RelevanceScorer(shifted)
-    texts = ["长城全长21196千米。", "香蕉富含钾。", "长城是中国古代的军事防御工程。"]
-    assert all(b < c for b, c in zip(base.score("长城有多长？", texts), cjk.score("长城有多长？", texts), strict=True))
+    base, cjk = RelevanceScorer(), RelevanceScorer(graded_weights_path=shifted)
+    texts = ["长城由秦始皇下令修建。", "长城是中国古代的军事防御工程。"]
+    question = "长城是谁修建的？"
+    assert all(b < c for b, c in zip(base.score(question, texts), cjk.score(question, texts), strict=True))
     english = ["The Great Wall is 21,196 km long.", "Bananas are rich in potassium."]
     assert base.score("How long is the Great Wall?", english) == cjk.score("How long is the Great Wall?", english)
 
@@ -215,21 +218,24 @@ def test_judge_version_tracks_the_relevance_weights(tmp_path: Path) -> None:
     changed = tmp_path / "relevance.json"
     changed.write_text(json.dumps(weights), encoding="utf-8")
     assert OfflineJudge(relevance_weights_path=changed).version != OfflineJudge().version
+    graded = json.loads(GRADED_WEIGHTS_PATH.read_text(encoding="utf-8"))
+    graded["band"] = 0.3
+    other = tmp_path / "graded.json"
+    other.write_text(json.dumps(graded), encoding="utf-8")
+    assert RelevanceScorer(graded_weights_path=other).digest != RelevanceScorer().digest
 
 
 # ------------------------------------------------------------------------------------ real dev data
 
 
-@pytest.mark.parametrize(
-    ("name", "floor", "max_ece"), [("rgb_relevance_dev.jsonl", 0.74, 0.07), ("wikiqa_dev.jsonl", 0.675, 0.11)]
-)
-def test_measured_ranking_quality(name: str, floor: float, max_ece: float) -> None:
-    """A guard under the README's figures (out of sample: fitted on train/, only the intercepts set on these
-    files; the issue's targets are not met, see README); re-run scripts/train_relevance.py if the shared
-    tokeniser changes and this fails."""
+@pytest.mark.parametrize(("name", "floor"), [("rgb_relevance_dev.jsonl", 0.725), ("wikiqa_dev.jsonl", 0.675)])
+def test_measured_ranking_quality(name: str, floor: float) -> None:
+    """A guard under the README's figures (out of sample: the graded model is fitted on train/ and nothing
+    is set on these files). The graded scale is not a probability of relevance (an on-topic chunk without
+    the answer reads ~0.45 by design), so no calibration error is asserted; re-run
+    scripts/train_graded_relevance.py if the shared tokeniser changes and this fails."""
     path = DATA / name
     if not path.exists():
         pytest.skip("shared data absent")
-    result = evaluate_relevance(load_rows(path), OfflineJudge(), calibration=True)
+    result = evaluate_relevance(load_rows(path), OfflineJudge())
     assert result["overall"]["map"] >= floor
-    assert result["calibration"]["overall"]["ece"] <= max_ece

@@ -2,7 +2,8 @@
 
 ``worker`` reads samples from the queue and writes scores and windows; ``judges`` score a sample and do
 no I/O of their own (except the LLM judge's HTTP client); ``embedded`` runs the same worker in the service
-process on ``memory://``; ``evaluate`` scores a labelled set for the ``ragwatch evaluate`` command.
+process on ``memory://``; ``evaluate`` scores a labelled set for the ``ragwatch eval-judge`` command,
+``alert_eval`` builds windows of known-quality cases from one for ``ragwatch eval-alerts``.
 
 May import: ``ragwatch.queue``, ``ragwatch.sampling``, ``ragwatch.mode``, ``ragwatch.metrics``,
 ``ragwatch.capture.run`` / ``capture.pricing`` (the LLM judge suppresses its own capture and prices its

@@ -202,10 +202,10 @@ class EmbeddingJudge(SemanticJudge):
     def _relevance_from(
         self, question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis], q_emb: Any, chunk_embs: Any
     ) -> list[float]:
-        if chunk_embs is None:  # a CJK question: the offline model (module docstring)
-            return self._offline.relevance(question, texts, analyses)
-        cos = (chunk_embs @ q_emb).tolist()
-        return self._chunk_relevance.score(question or "", texts, analyses, similarity=cos)
+        # Chunk relevance is the offline judge's graded relevance, a function of (question, chunk) alone
+        # (relevance_graded): the cosine-fed list model it used to be ranked within a list but made every
+        # list's mean about the same, which a fixed CP@K SLA cannot live with.
+        return self._offline.relevance(question, texts, analyses)
 
     def _relevance_many(
         self, prepared: list[tuple[Sample, list[SampleChunk], list[TextAnalysis], list[ClaimAnalysis]]]

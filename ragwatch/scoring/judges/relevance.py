@@ -1,6 +1,13 @@
-"""Chunk relevance for the offline judge: does a chunk answer the question, graded 0..1, with no model.
+"""Chunk relevance for the offline judge: :class:`RelevanceScorer`, and the list model kept for training.
 
-The judge always scores a *list* of chunks retrieved for one question, and everything here uses that:
+What the judges read is :class:`RelevanceScorer`, the **graded** relevance of
+:mod:`ragwatch.scoring.judges.relevance_graded`: a function of the question and one chunk alone, so
+Context Precision@K against a fixed SLA means the same whatever else was retrieved. What follows describes
+the *list* model that used to be the score (its calibration read the gap to the list's best chunk and the
+list's length, so the mean of any list came out about the same — which a fixed SLA cannot live with). It
+ranks a list well and is still fitted by ``scripts/train_relevance.py``; it no longer enters a score.
+
+The list model always scores a *list* of chunks retrieved for one question, and everything in it uses that:
 
 1. **Direct features** of each chunk (:data:`DIRECT_FEATURES`, all cheap): how much of the question it
    covers, weighted by a prior and by an IDF computed over the list itself (a word every chunk shares is the
@@ -41,15 +48,40 @@ from __future__ import annotations
 
 import math
 import operator
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ragwatch.scoring.judges import calibration
 from ragwatch.scoring.judges.calibration import sigmoid
+from ragwatch.scoring.judges.relevance_cues import (
+    _BY_NAME_RE,
+    _CJK_RE,
+    _CJK_STOP,
+    _DATE_STAMP_RE,
+    _DEFINITION_Q_RE,
+    _DEFINITION_RE,
+    _HOW_A_RE,
+    _HOW_Q_RE,
+    _INTERROGATIVE_RE,
+    _LIST_Q_RE,
+    _LIST_RE,
+    _MEASURE_Q_RE,
+    _NAME_DID_RE,
+    _TYPE_IN_TEXT,
+    _WHY_A_RE,
+    _WHY_Q_RE,
+    _YEAR_RE,
+    _counts,
+    _full_date,
+    _measure,
+    _root,
+    is_cjk_question,
+    question_kind,
+    type_match,
+)
+from ragwatch.scoring.judges.relevance_graded import GradedModel, graded_features
 from ragwatch.scoring.judges.text import TextAnalysis, analyse_text, content_tokens, token_prior
 
 __all__ = [
@@ -115,199 +147,6 @@ _DEFAULT_WEIGHTS: dict[str, Any] = {
     "coef": [1.0, 1.0, 1.0] + [0.5] * 12 + [-0.5, 1.0],
     "calibration": {"scale": 1.0, "gap": 0.0, "intercept": -2.0},
 }
-
-# ---------------------------------------------------------------------------------------------- words
-
-_SUFFIXES = (
-    "ization", "ation", "ition", "ution", "tion", "sion", "ment", "ness", "ity", "ance", "ence", "ive", "ical",
-    "ic", "al", "er", "or", "ist", "ism", "ian", "ing", "ous", "ful",
-)  # fmt: skip
-#: Chinese question words ("谁", "哪个", "多少" …) are bigram-tokenised like content; no answer contains them.
-_INTERROGATIVE_RE = re.compile(r"[谁哪吗呢么]|多少|几[个次年岁位名天号人]|如何|为何")
-_CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-#: CJK characters too common (grammar, question words) to say anything as single characters.
-_CJK_STOP = frozenset(
-    "的了是在和与及或也都就而且并被把对为于以之其这那些个有中上下等着过吗呢吧啊从向将会让给所谁哪什么多少几年"
-)
-_YEAR_RE = re.compile(r"#(?:1[6-9]|20)\d\d")
-
-
-@lru_cache(maxsize=65536)
-def _root(tok: str) -> str:
-    """A coarse root of a token from :func:`~ragwatch.scoring.judges.text.content_tokens`: English stems lose a
-    derivational suffix and are cut to five letters; numbers and CJK bigrams are left alone."""
-    if len(tok) <= 5 or tok[0] == "#" or not tok.isascii():
-        return tok
-    for suf in _SUFFIXES:
-        if tok.endswith(suf) and len(tok) - len(suf) >= 4:
-            return tok[: len(tok) - len(suf)][:5]
-    return tok[:5]
-
-
-# ------------------------------------------------------------------------------------- answer types
-
-_QTYPE_NUMBER_RE = re.compile(
-    r"\bhow (?:many|much|long|old|far|tall|big|high|large|fast|often|deep|wide|heavy)\b|\bwhat (?:percentage|"
-    r"percent|number|amount|size|age|population|temperature)\b|多少|几[个次年岁位名天号人块]|多大|多高|多长|多远|比例|人数|数量"
-)
-_QTYPE_DATE_RE = re.compile(
-    r"\bwhen\b|\bwhat (?:year|date|day|month|time|century)\b|\bwhich year\b|\bdate\b"
-    r"|什么时候|何时|哪[一]?年|哪天|几月|日期|时间"
-)
-_QTYPE_PERSON_RE = re.compile(r"\bwho(?:m|se)?\b|谁|哪位|什么人")
-_QTYPE_PLACE_RE = re.compile(
-    r"\bwhere\b|\bwhat (?:country|city|state|place)\b|\bwhich (?:country|city|state)\b"
-    r"|哪里|哪儿|在哪|哪个(?:国家|城市|省|地方)|什么地方"
-)
-_KINDS = (
-    ("date", _QTYPE_DATE_RE),
-    ("number", _QTYPE_NUMBER_RE),
-    ("person", _QTYPE_PERSON_RE),
-    ("place", _QTYPE_PLACE_RE),
-)
-_TYPE_IN_TEXT = {
-    "date": re.compile(
-        r"\b(?:1[5-9]\d\d|20\d\d)\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d"
-        r"|\d{4}年|\d{1,2}月\d{1,2}日|\d{1,2}月",
-        re.IGNORECASE,
-    ),
-    "number": re.compile(r"\d|[一二三四五六七八九十百千万亿]+[个人次年岁名位万亿]"),
-    "person": re.compile(r"(?<=[a-z,] )[A-Z][a-z]+(?: [A-Z][a-z]+)+"),
-    "place": re.compile(r"\b(?:in|at|near|from) [A-Z][a-z]+|[省市县区州国城镇村]"),
-}
-#: A year, and what makes it part of a full date ("May 29, 2020", "29 May 2020", "2022年12月9日", "2022-12-09").
-_YEAR4_RE = re.compile(r"\d{4}")
-_DATE_BEFORE_RE = re.compile(
-    r"(?i:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2}(?:st|nd|rd|th)?,? "
-    r"|\b\d{1,2}(?:st|nd|rd|th)? (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*,? )$"
-)
-_DATE_AFTER_RE = re.compile(r"年\d{1,2}月|-\d{1,2}-\d{1,2}")
-#: The publication date a search snippet starts with ("Mar 3, 2021 ...") is not an answer.
-_DATE_STAMP_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} \d{1,2}, \d{4}|\d{4}-\d{2}-\d{2}(?: [\d:]+)?)\s*(?:\.\.\.|·|-)?\s*")
-#: Numbers (a count unless it looks like a year), and what may follow one.
-_NUMBER_RE = re.compile(r"\d[\d,.]*")
-_SCALE_RE = re.compile(r"\s?(?:million|billion|thousand|hundred)\b", re.IGNORECASE)
-_WORDS_AFTER_RE = re.compile(r"((?:\s+[A-Za-z-]+){1,3})")
-_UNIT_AFTER_RE = re.compile(
-    r"\s?-?\s?(?:years?|months?|weeks?|days?|hours?|minutes?|seconds?|feet|foot|ft|inch(?:es)?|in|miles?|mi|km"
-    r"|kilomet(?:er|re)s?|met(?:er|re)s?|m|cm|mm|kg|kilograms?|pounds?|lbs?|tons?|tonnes?|mph|km/h|percent|%|acres?"
-    r"|square|million|billion|thousand)\b",
-    re.IGNORECASE,
-)
-_NUMBER_WORD_RE = re.compile(
-    r"(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|twenty|thirty|forty"
-    r"|fifty|hundred|dozen|hundreds|thousands|millions)\b"
-)
-_ZH_COUNT_RE = re.compile(r"[一二三四五六七八九十两百千万亿]+[个人次名位项支座块届]")
-_MONEY_AGE_RE = re.compile(r"(?:[$€£] ?|\baged? )$")
-_MEASURE_Q_RE = re.compile(r"\bhow (?:old|tall|long|far|much|big|high|deep|wide|heavy|fast|large)\b", re.IGNORECASE)
-#: Who made or won something: "by Alexander Fleming", "Tolkien wrote".
-_BY_NAME_RE = re.compile(r"by (?:[A-Z][a-z]+ ){0,2}[A-Z][a-z]+")
-_NAME_DID_RE = re.compile(
-    r"[A-Z][a-z]+ (?:[A-Z][a-z]+ )?(?:wrote|invented|founded|created|discovered|directed|designed|developed"
-    r"|composed|built|established|won)\b"
-)
-_LIST_Q_RE = re.compile(
-    r"哪些|有谁|都有|\b(?:what|which) (?:[a-z]+ )?[a-z]+s\b(?! (?:is|was)\b)|\bname (?:the|all)\b|\blist\b", re.I
-)
-#: An enumeration: "A、B、C", "Afrikaans, English, Ndebele and Zulu".
-_LIST_RE = re.compile(
-    r"、[^、。\n]{1,20}、|[A-Z][\w-]*(?: [A-Z][\w-]*){0,2} ?, [A-Z][\w-]*(?: [A-Z][\w-]*){0,2} ?,? (?:and |, )[A-Z]"
-)
-#: A chunk that says what something *is* ("X is a …", "X是一种…") near its start.
-_DEFINITION_RE = re.compile(r"\b(?:is|are|was|were)\s+(?:a|an|the|one)\b|是一|是指|指的是|是由", re.IGNORECASE)
-_DEFINITION_Q_RE = re.compile(
-    r"^\s*(?:what|who)(?: is| are| was| were|'s)\b(?! the (?:name|number|population|capital))"
-    r"|\bwhat does .* mean\b|\bdefin|是什么|指什么|是谁",
-    re.IGNORECASE,
-)
-_WHY_Q_RE = re.compile(r"\bwhy\b|为什么|为何", re.IGNORECASE)
-_WHY_A_RE = re.compile(
-    r"\b(?:because|due to|since|as a result|caused by|so that|in order to)\b|因为|由于|所以|导致", re.IGNORECASE
-)
-_HOW_Q_RE = re.compile(
-    r"\bhow\b(?! (?:many|much|long|old|far|tall|big|high|large|fast|often|deep|wide|heavy))|如何|怎么|怎样",
-    re.IGNORECASE,
-)
-_HOW_A_RE = re.compile(r"\b(?:by|through|using|via|when|process|formed|caused|made)\b|通过|利用|方法", re.I)
-
-
-def question_kind(question: str) -> str:
-    """What the question asks for: "date", "number", "person", "place" or "" (anything else)."""
-    q = question.lower()
-    for kind, pattern in _KINDS:
-        if pattern.search(q):
-            return kind
-    return ""
-
-
-def is_cjk_question(question: str) -> bool:
-    """Whether the question is written in CJK script: the calibration has one intercept for those and one
-    for the rest, because base rates differ that much between the corpora (module docstring)."""
-    return _CJK_RE.search(question) is not None
-
-
-def type_match(question: str, text: str) -> float:
-    """1 when the question asks for a date/number/person/place and the text has one; 0 otherwise."""
-    kind = question_kind(question)
-    return 1.0 if kind and _TYPE_IN_TEXT[kind].search(text) else 0.0
-
-
-def _roots(text: str) -> list[str]:
-    return [_root(t) for t in content_tokens(text)]
-
-
-def _full_date(text: str) -> float:
-    """1 when ``text`` has a full date: day, month and year (or year and month in Chinese)."""
-    for m in _YEAR4_RE.finditer(text):
-        s, e = m.span()
-        if _DATE_BEFORE_RE.search(text, max(0, s - 16), s) or _DATE_AFTER_RE.match(text, e):
-            return 1.0
-    return 0.0
-
-
-def _numbers(text: str) -> Iterator[tuple[re.Match[str], bool]]:
-    """Numbers of ``text`` and whether each is a count (not a year, not a version or decimal tail)."""
-    for m in _NUMBER_RE.finditer(text):
-        s = m.start()
-        if s and text[s - 1] in ".,":
-            continue
-        raw = m.group().rstrip(".,")
-        yield m, not (len(raw) == 4 and (raw[:2] == "20" or "15" <= raw[:2] <= "19"))
-
-
-def _counts(text: str, q_set: set[str]) -> tuple[float, float]:
-    """(a count in ``text``, a count of something the question names: "30 teams" for "how many teams")."""
-    count = 0.0
-    matches: list[tuple[int, bool]] = []  # (end of the number, it is a count)
-    for m, is_count in _numbers(text):
-        if is_count:
-            count = 1.0
-            end = m.end()
-            scale = _SCALE_RE.match(text, end)
-            matches.append((scale.end() if scale else end, True))
-    low = text.lower()
-    for m in _NUMBER_WORD_RE.finditer(low):
-        if m.start() == 0 or not low[m.start() - 1].isalpha():
-            count = 1.0
-            matches.append((m.end(), True))
-    if not count and _ZH_COUNT_RE.search(text):
-        count = 1.0
-    for end, _ in matches:
-        words = _WORDS_AFTER_RE.match(text, end)
-        if words and not q_set.isdisjoint(_roots(words.group(1))):
-            return count, 1.0
-    return count, 0.0
-
-
-def _measure(text: str) -> float:
-    """1 when ``text`` has a number with a unit ("25 years", "3 km", "$5", "aged 40")."""
-    for m in _NUMBER_RE.finditer(text):
-        s = m.start()
-        if _UNIT_AFTER_RE.match(text, m.end()) or _MONEY_AGE_RE.search(text, max(0, s - 5), s):
-            return 1.0
-    return 0.0
-
 
 # -------------------------------------------------------------------------------------------- features
 
@@ -484,6 +323,11 @@ def _dot(coef: Sequence[float], xs: Sequence[float]) -> float:
     return sum(map(operator.mul, coef, xs))  # left to right, as a generator would add them
 
 
+def _logit(p: float) -> float:
+    p = min(1.0 - 1e-12, max(1e-12, p))
+    return math.log(p / (1.0 - p))
+
+
 def load_weights(path: Path | None = None, similarity: bool = False) -> tuple[dict[str, Any], str]:
     """Weights and a short content hash; the built-in defaults (with a warning) when the file is unusable.
     ``similarity``: the embedding judge's file, whose ranking also reads :data:`SIMILARITY_FEATURES` (its
@@ -521,15 +365,24 @@ def _check_similarity_weights(weights: dict[str, Any]) -> None:
 
 
 class RelevanceScorer:
-    """Graded relevance (0..1) of each chunk retrieved for a question; ``digest`` identifies the weights.
+    """Relevance (0..1) of each chunk retrieved for a question; ``digest`` identifies the weights.
 
-    ``similarity=True`` reads the embedding judge's weights, whose :meth:`score` takes each text's
-    similarity to the question as well. ``offset`` is a logit added to the calibration's intercepts: the
-    shipped intercepts carry the dev files' base rates, and a team's retriever has its own (the
-    ``relevance_offset`` setting; ``ragwatch eval-judge --calibration`` suggests one from labelled lists).
-    ``offset_cjk`` is the one for questions in CJK script, which have their own intercept (``None``: the
-    same as ``offset``). A non-zero offset is part of ``digest``, so the scores it shifts carry another
-    judge version.
+    A chunk's relevance is its **graded** relevance (:mod:`ragwatch.scoring.judges.relevance_graded`): a
+    function of the question and that chunk alone — off topic ≈ 0, on topic without the answer ≈ 0.45,
+    answer-bearing near 1 — so Context Precision@K read against a fixed SLA means the same whatever else was
+    retrieved. Nothing of the list enters it. The list model of this module (local IDF, consensus, fitted
+    to rank a list) was tried as a bounded tie-break (each chunk moved by at most 0.04 × tanh of its
+    standardised list score): on the dev files it lowered MAP at every size tried (RGB 0.733 → 0.726 at
+    0.01, 0.707 at 0.04), so it is not applied; :meth:`votes` and :func:`analyse_candidates` remain for the
+    training scripts.
+
+    ``similarity=True`` reads the embedding judge's ranking weights, whose :meth:`score` takes each text's
+    similarity to the question as well (the list model's; the graded score does not read it). ``offset``
+    is a logit added to every graded score (``sigmoid(logit(r) + offset)``: the order of chunks never
+    changes, a whole scale moves): a team whose labelled lists read another base rate sets it (the
+    ``relevance_offset`` setting; ``ragwatch eval-judge --calibration`` suggests one); ``offset_cjk`` is the
+    one for questions in CJK script (``None``: the same as ``offset``). A non-zero offset is part of
+    ``digest``, so the scores it shifts carry another judge version.
     """
 
     def __init__(
@@ -539,12 +392,15 @@ class RelevanceScorer:
         similarity: bool = False,
         offset: float = 0.0,
         offset_cjk: float | None = None,
+        graded_weights_path: Path | str | None = None,
     ) -> None:
         offset_cjk = offset if offset_cjk is None else offset_cjk
         if not (math.isfinite(offset) and math.isfinite(offset_cjk)):
             raise ValueError("relevance offset must be a finite number")
-        weights, self.digest = load_weights(Path(weights_path) if weights_path else None, similarity)
+        weights, digest = load_weights(Path(weights_path) if weights_path else None, similarity)
         self.offset, self.offset_cjk = float(offset), float(offset_cjk)
+        self.graded = GradedModel(graded_weights_path)
+        self.digest = f"{digest}g{self.graded.digest}"
         if self.offset or self.offset_cjk:
             self.digest += f"o{self.offset:g}" + (f"c{self.offset_cjk:g}" if self.offset_cjk != self.offset else "")
         self.similarity = similarity
@@ -555,9 +411,6 @@ class RelevanceScorer:
         self._coef = [float(c) for c in weights["coef"]]
         self._scale = float(weights["calibration"]["scale"])
         self._gap = float(weights["calibration"]["gap"])
-        self._intercept = float(weights["calibration"]["intercept"])
-        self._intercept_cjk = float(weights["calibration"].get("intercept_cjk", self._intercept))
-        self._log_size = float(weights["calibration"].get("log_size", 0.0))
 
     def votes(self, cands: Candidates) -> list[float]:
         """First-stage relevance of each candidate, from its direct features alone (the consensus votes)."""
@@ -574,22 +427,19 @@ class RelevanceScorer:
         ``similarity`` (one per text) is required by, and only read with, the embedding judge's weights."""
         if self.similarity != (similarity is not None):
             raise ValueError("similarity is given exactly when the weights read it")
+        question = question or ""
         keep = [i for i, t in enumerate(texts) if t and t.strip()]
         out = [0.0] * len(texts)
         if not keep:
             return out
         kept_texts = [texts[i] for i in keep]
-        kept_analyses = [analyses[i] for i in keep] if analyses is not None else None
-        cands = analyse_candidates(question or "", kept_texts, kept_analyses)
-        agree = consensus(cands.near, self.votes(cands))
-        rows = [[*fs, c] for fs, c in zip(cands.features, agree, strict=True)]
-        if similarity is not None:
-            rows = [[*r, float(similarity[i])] for r, i in zip(rows, keep, strict=True)]
-        scores = [_dot(self._coef, r) for r in rows]
-        best = max(scores)
-        cjk = is_cjk_question(question or "")
-        intercept = self._intercept_cjk + self.offset_cjk if cjk else self._intercept + self.offset
-        intercept += self._log_size * math.log(len(keep))
-        for i, s in zip(keep, scores, strict=True):
-            out[i] = sigmoid(intercept + self._scale * s + self._gap * (s - best))
+        kept_analyses = [analyses[i] for i in keep] if analyses is not None else [analyse_text(t) for t in kept_texts]
+        background = self.graded.background
+        grades = [
+            self.graded.grade(question, graded_features(question, t, an, background))
+            for t, an in zip(kept_texts, kept_analyses, strict=True)
+        ]
+        offset = self.offset_cjk if is_cjk_question(question) else self.offset
+        for i, g in zip(keep, grades, strict=True):
+            out[i] = sigmoid(_logit(g) + offset) if offset else g
         return out

@@ -1,0 +1,800 @@
+"""``ragwatch eval-alerts``: would the SLA and the faithfulness line fire on bad traffic and stay quiet on good?
+
+``eval-judge`` asks whether a judge ranks chunks and answers like the labels; this asks what an operator
+needs before degraded mode touches users: scored as a worker scores them, and averaged into windows as the
+SLA evaluator averages them, do retrievals of known quality land on the right side of ``sla_threshold``?
+The judge is built from the settings exactly as ``eval-judge`` builds it (``--judge``, ``--config-file``,
+``--judge-base-url``, ``--judge-model``); the labels only build the cases, the judge never sees them.
+
+**Relevance files** (one question–passage pair a line, grouped by ``question_id``). Per question, one
+retrieval for each case (built by :mod:`ragwatch.scoring.alert_cases`): a sample with the question, no
+answer, and three chunks ``c1``..``c3`` in rank order, as :func:`~ragwatch.scoring.evaluate.row_to_sample`
+builds them:
+
+* ``gold``: the answer-bearing passages in file order, then same-topic non-answers (a seeded choice) to
+  fill three — the healthy top 3; questions with an answer-bearing passage and at least three candidates;
+* ``realistic``: the top 3 of a judge-independent ranking, BM25 (k1 1.2, b 0.75; IDF over every passage of
+  the file; words, and CJK character bigrams), ties in :func:`~ragwatch.scoring.evaluate.neutral_order_key`
+  order; the same questions (file order would hand RGB its answer-first listing);
+* ``one_off_topic``: the gold list with one chunk, at a seeded position, replaced by an off-topic passage;
+* ``off_topic``: three passages of three other questions (seeded; same language when there are enough,
+  never the question's own document);
+* ``same_topic``: three same-topic non-answers (seeded), for every question with at least three.
+
+Per case: the distribution of CP@3 (``context_precision_3``) over the questions, the CP@3 a judge agreeing
+with the labels would read (answer-bearing share of the top 3), and windows of ``--window`` samples drawn
+with replacement from the case's per-question CP@3 (``--windows`` of them, seeded): the share whose mean is
+under the SLA, and the **window AUC** of each healthy case (gold, realistic) against each other case, the
+probability that a healthy window's mean exceeds the other's (ties one half; identical cases 0.5). Two
+checks of the graded relevances behind CP@3: **invariance** (a sample of chunks scored alone: the share whose
+relevance moves by at most 0.05 from the one it got in its list) and the mean in-list relevance of
+answer-bearing, same-topic non-answer and off-topic passages per language (the graded order).
+
+**Faithfulness files** (``label_hallucinated`` per answer). Each answer is judged once; windows of
+``--window`` answers hold exactly ``round(rate × window)`` hallucinated ones, drawn with replacement from the
+hallucinated and the faithful rows, at each of ``--rates``. Per rate: the window means of ``faithfulness``
+and of ``hallucination_rate`` (the judge's score when it gives one, else 1 for an answer with at least one
+UNSUPPORTED claim, 0 otherwise), the share of windows over the hallucination line and under the
+faithfulness line, and for each ``--compare`` pair the window AUC of the two rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import random
+import sys
+import time
+import zlib
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragwatch.errors import ConfigError, RagwatchError
+from ragwatch.sampling.sample import Sample
+from ragwatch.scoring.alert_cases import (
+    ANSWER,
+    CASES,
+    OFF_TOPIC,
+    PASSAGE_CLASSES,
+    SAME_TOPIC,
+    Retrieval,
+    bm25_order,
+    bm25_tokens,
+    build_retrievals,
+    group_questions,
+)
+from ragwatch.scoring.evaluate import (
+    EvalInputError,
+    _check_faithfulness_row,
+    _check_relevance_row,
+    _claims_of,
+    _make_judge,
+    _plain,
+    _progress,
+    detect_kind,
+    load_rows,
+    row_to_sample,
+)
+from ragwatch.scoring.judge_metrics import roc_auc
+from ragwatch.scoring.judges.base import CONTEXT_RELEVANCE, FAITHFULNESS, Verdict, context_precision
+
+__all__ = [
+    "ANSWER",
+    "CASES",
+    "HALLUCINATION_RATE",
+    "OFF_TOPIC",
+    "SAME_TOPIC",
+    "Options",
+    "Retrieval",
+    "bm25_order",
+    "bm25_tokens",
+    "build_retrievals",
+    "distribution",
+    "evaluate_faithfulness_alerts",
+    "evaluate_relevance_alerts",
+    "main",
+    "run",
+    "window_auc",
+    "window_means",
+]
+
+PROG = "ragwatch eval-alerts"
+CP3 = context_precision(3)
+#: Per answer: 1.0 with at least one UNSUPPORTED claim (``judges.base.HALLUCINATION_RATE`` where the judges
+#: give it); computed here from the verdict's claims for a judge that does not.
+HALLUCINATION_RATE = "hallucination_rate"
+HEALTHY = ("gold", "realistic")
+INVARIANCE_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a run measures; the CLI takes ``sla``, ``window`` and the two lines from the settings unless given."""
+
+    sla: float = 0.65
+    window: int = 200
+    windows: int = 1000
+    seed: int = 0
+    limit: int | None = None
+    rates: tuple[float, ...] = (0.05, 0.1, 0.3, 0.5)
+    compare: tuple[tuple[float, float], ...] = ((0.1, 0.3),)
+    hallucination_line: float = 0.2
+    faithfulness_line: float = 0.75
+    invariance: int = 200
+
+
+# ------------------------------------------------------------------------------------------ windows
+
+
+def _rng(seed: int, *names: object) -> np.random.Generator:
+    """A generator per (seed, names): adding a case or a rate never moves another's draws."""
+    return np.random.default_rng([seed, *(zlib.crc32(str(n).encode()) for n in names)])
+
+
+def window_means(
+    values: Sequence[float] | np.ndarray, window: int, windows: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Means of ``windows`` windows of ``window`` values drawn with replacement (empty without values)."""
+    v = np.asarray(values, dtype=np.float64)
+    if not len(v) or window < 1 or windows < 1:
+        return np.empty(0)
+    return v[rng.integers(0, len(v), size=(windows, window))].mean(axis=1)
+
+
+def window_auc(higher: Sequence[float] | np.ndarray, lower: Sequence[float] | np.ndarray) -> float | None:
+    """P(a window of ``higher`` has the larger mean than one of ``lower``), ties one half; ``None`` if empty."""
+    a, b = np.asarray(higher, dtype=np.float64), np.asarray(lower, dtype=np.float64)
+    labels = np.concatenate([np.ones(len(a), dtype=bool), np.zeros(len(b), dtype=bool)])
+    return roc_auc(labels, np.concatenate([a, b]))
+
+
+def distribution(values: Sequence[float] | np.ndarray) -> dict[str, Any]:
+    """n, mean, p5, p50 and p95 (linear interpolation), rounded to four decimals; ``None`` when empty."""
+    v = np.asarray(values, dtype=np.float64)
+    if not len(v):
+        return {"n": 0, "mean": None, "p5": None, "p50": None, "p95": None}
+    p5, p50, p95 = np.quantile(v, [0.05, 0.5, 0.95])
+    return {
+        "n": len(v),
+        **{k: round(float(x), 4) for k, x in zip(("mean", "p5", "p50", "p95"), (v.mean(), p5, p50, p95), strict=True)},
+    }
+
+
+def _share(flags: np.ndarray) -> float | None:
+    return round(float(flags.mean()), 4) if len(flags) else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+# ------------------------------------------------------------------------------ relevance: scoring
+
+Advance = Callable[[int], None]
+
+
+def _judge(judge: Any, sample: Sample, failures: list[str]) -> Verdict | None:
+    """The judge's verdict, or ``None`` when it declares a failure (an LLM endpoint down): a worker would
+    record nothing for that sample either. Any other exception is a bug and propagates."""
+    try:
+        return judge.score(sample)
+    except RagwatchError as exc:
+        failures.append(f"{type(exc).__name__}: {exc}")
+        return None
+
+
+def _chunk_relevances(verdict: Verdict, n: int) -> list[float] | None:
+    """Per-chunk relevances of a verdict in rank order (also nested under a cascade's deciding judge)."""
+    details = verdict.details
+    chunks = details.get("chunks")
+    if not isinstance(chunks, list):
+        decided = details.get(str(details.get("decided_by")))
+        chunks = decided.get("chunks") if isinstance(decided, dict) else None
+    if not isinstance(chunks, list) or len(chunks) != n:
+        return None
+    try:
+        return [float(c["relevance"]) for c in chunks]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _alone_relevance(verdict: Verdict) -> float | None:
+    rels = _chunk_relevances(verdict, 1)
+    if rels is not None:
+        return rels[0]
+    value = verdict.scores.get(CONTEXT_RELEVANCE)
+    return None if value is None else float(value)
+
+
+def _invariance(
+    scored: list[Retrieval], judge: Any, n: int, seed: int, failures: list[str], advance: Advance
+) -> dict[str, Any]:
+    chunks = [(r, i) for r in scored if r.relevances is not None for i in range(len(r.texts))]
+    if n <= 0 or not chunks:
+        reason = "skipped (--invariance 0)" if n <= 0 else "the judge gives no per-chunk relevances"
+        return {"n": 0, "tolerance": INVARIANCE_TOLERANCE, "within_share": None, "note": reason}
+    diffs = []
+    for r, i in random.Random(f"{seed}/invariance").sample(chunks, min(n, len(chunks))):
+        alone = Retrieval(r.case, r.question_id, r.question, r.language, [r.texts[i]], [r.classes[i]])
+        verdict = _judge(judge, alone.sample(), failures)
+        advance(1)
+        value = None if verdict is None else _alone_relevance(verdict)
+        if value is not None and r.relevances is not None:
+            diffs.append(abs(r.relevances[i] - value))
+    d = np.asarray(diffs)
+    return {
+        "n": len(diffs),
+        "tolerance": INVARIANCE_TOLERANCE,
+        "within_share": _share(d <= INVARIANCE_TOLERANCE + 1e-9),
+        "mean_abs_diff": _round(float(d.mean())) if len(d) else None,
+        "max_abs_diff": _round(float(d.max())) if len(d) else None,
+    }
+
+
+def _graded_order(scored: list[Retrieval]) -> dict[str, Any]:
+    """Mean in-list relevance of each passage class per language, and whether they fall in label order."""
+    sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in scored:
+        if r.relevances is None:
+            continue
+        for cls, rel in zip(r.classes, r.relevances, strict=True):
+            sums[r.language][cls].append(rel)
+    out: dict[str, Any] = {}
+    for language in sorted(sums):
+        entry: dict[str, Any] = {
+            cls: {"n": len(v), "mean": _round(sum(v) / len(v)) if v else None}
+            for cls in PASSAGE_CLASSES
+            for v in [sums[language][cls]]
+        }
+        means = [entry[c]["mean"] for c in PASSAGE_CLASSES if entry[c]["mean"] is not None]
+        entry["ordered"] = all(a > b for a, b in itertools.pairwise(means)) if len(means) > 1 else None
+        out[language] = entry
+    return out
+
+
+def evaluate_relevance_alerts(
+    rows: Sequence[dict[str, Any]], judge: Any, options: Options, advance: Advance | None = None
+) -> dict[str, Any]:
+    """Build the cases of a relevance file, judge them, and summarise CP@3 and its windows (module docs)."""
+    built = build_retrievals(rows, options.seed, options.limit)
+    cases: dict[str, list[Retrieval]] = built["retrievals"]
+    step = advance or (lambda _: None)
+    failures: list[str] = []
+    scored: list[Retrieval] = []
+    for case in CASES:
+        for r in cases[case]:
+            verdict = _judge(judge, r.sample(), failures)
+            step(1)
+            if verdict is None:
+                continue
+            value = verdict.scores.get(CP3)
+            r.cp3 = None if value is None else float(value)
+            r.relevances = _chunk_relevances(verdict, len(r.texts))
+            scored.append(r)
+    if scored and all(r.cp3 is None for r in scored):
+        raise EvalInputError(0, f"judge {getattr(judge, 'name', '?')!r} gives no {CP3} score")
+    means: dict[str, np.ndarray] = {}
+    summary: dict[str, Any] = {}
+    for case in CASES:
+        values = [r.cp3 for r in cases[case] if r.cp3 is not None]
+        means[case] = window_means(values, options.window, options.windows, _rng(options.seed, "relevance", case))
+        summary[case] = {
+            "questions": len(cases[case]),
+            "missing": len(cases[case]) - len(values),
+            "label_cp3": _round(float(np.mean([r.label_cp3 for r in cases[case]]))) if cases[case] else None,
+            "cp3": distribution(values),
+            "window_mean": {k: v for k, v in distribution(means[case]).items() if k != "n"},
+            "windows_under_sla": _share(means[case] < options.sla),
+        }
+    auc = {
+        healthy: {other: _round(window_auc(means[healthy], means[other])) for other in CASES if other != healthy}
+        for healthy in HEALTHY
+    }
+    invariance = _invariance(scored, judge, options.invariance, options.seed, failures, step)
+    result: dict[str, Any] = {
+        "kind": "relevance",
+        "questions": built["questions"],
+        "metric": CP3,
+        "realistic_order": "bm25",
+        "cases": summary,
+        "window_auc": auc,
+        "invariance": invariance,
+        "graded_order": _graded_order(scored),
+        "judge_failures": len(failures),
+    }
+    if failures:
+        result["first_failure"] = failures[0]
+    return result
+
+
+def relevance_calls(rows: Sequence[dict[str, Any]], options: Options) -> int:
+    """About how many judge calls a relevance file takes (for the progress bar)."""
+    n = len(group_questions(rows))
+    if options.limit is not None:
+        n = min(n, options.limit)
+    return len(CASES) * n + max(0, options.invariance)
+
+
+# --------------------------------------------------------------------------------- faithfulness
+
+
+def _hallucinated(verdict: Verdict) -> float | None:
+    """The judge's ``hallucination_rate`` when it gives one; else 1.0 with at least one UNSUPPORTED claim,
+    0.0 without; ``None`` when the answer was not judged for faithfulness at all (no answer)."""
+    if HALLUCINATION_RATE in verdict.scores:
+        return float(verdict.scores[HALLUCINATION_RATE])
+    if FAITHFULNESS not in verdict.scores:
+        return None
+    return 1.0 if any(c.get("verdict") == "UNSUPPORTED" for c in _claims_of(verdict.details)) else 0.0
+
+
+def _window_mix(
+    bad: np.ndarray, good: np.ndarray, rate: float, options: Options, rng: np.random.Generator
+) -> np.ndarray:
+    """Window means of per-answer values (NaN: not scored, left out as a worker leaves it out), each window
+    ``round(rate × window)`` draws from ``bad`` and the rest from ``good``."""
+    k = round(rate * options.window)
+    parts = []
+    if k:
+        parts.append(bad[rng.integers(0, len(bad), size=(options.windows, k))])
+    if options.window - k:
+        parts.append(good[rng.integers(0, len(good), size=(options.windows, options.window - k))])
+    drawn = np.concatenate(parts, axis=1)
+    scored = ~np.isnan(drawn)
+    counts = scored.sum(axis=1)
+    sums = np.where(scored, drawn, 0.0).sum(axis=1)
+    out = np.full(options.windows, np.nan)
+    np.divide(sums, counts, out=out, where=counts > 0)
+    return out
+
+
+def evaluate_faithfulness_alerts(
+    rows: Sequence[dict[str, Any]], judge: Any, options: Options, advance: Advance | None = None
+) -> dict[str, Any]:
+    """Judge each answer once; windows at each hallucination rate (module docs)."""
+    if options.limit is not None and options.limit < len(rows):
+        keep = set(random.Random(f"{options.seed}/limit").sample(range(len(rows)), options.limit))
+        rows = [r for i, r in enumerate(rows) if i in keep]
+    step = advance or (lambda _: None)
+    failures: list[str] = []
+    faith: dict[bool, list[float]] = {True: [], False: []}
+    hall: dict[bool, list[float]] = {True: [], False: []}
+    source = "claims"
+    for i, row in enumerate(rows):
+        verdict = _judge(judge, row_to_sample(row, i), failures)
+        step(1)
+        label = bool(row["label_hallucinated"])
+        if verdict is not None and HALLUCINATION_RATE in verdict.scores:
+            source = "score"
+        f = None if verdict is None else verdict.scores.get(FAITHFULNESS)
+        h = None if verdict is None else _hallucinated(verdict)
+        faith[label].append(math.nan if f is None else float(f))
+        hall[label].append(math.nan if h is None else h)
+    wanted = sorted({*options.rates, *(r for pair in options.compare for r in pair)})
+    for cls, name in ((True, "hallucinated"), (False, "faithful")):
+        needs = [r for r in wanted if (r > 0 if cls else r < 1)]
+        if needs and not faith[cls]:
+            raise EvalInputError(0, f"no {name} answers in the file, which rates {needs} need")
+    arrays = {
+        key: {c: np.asarray(v[c], dtype=np.float64) for c in (True, False)} for key, v in (("f", faith), ("h", hall))
+    }
+    means: dict[float, dict[str, np.ndarray]] = {}
+    table = []
+    for rate in wanted:
+        rng_seed = _rng(options.seed, "faithfulness", f"{rate:g}")
+        f_means = _window_mix(arrays["f"][True], arrays["f"][False], rate, options, rng_seed)
+        rng_seed = _rng(options.seed, "faithfulness", f"{rate:g}")  # the same answers in both windows
+        h_means = _window_mix(arrays["h"][True], arrays["h"][False], rate, options, rng_seed)
+        means[rate] = {"f": f_means, "h": h_means}
+        f_ok, h_ok = f_means[~np.isnan(f_means)], h_means[~np.isnan(h_means)]
+        table.append(
+            {
+                "rate": rate,
+                "hallucinated_per_window": round(rate * options.window),
+                "faithfulness": {k: v for k, v in distribution(f_ok).items() if k != "n"},
+                "hallucination_rate": {k: v for k, v in distribution(h_ok).items() if k != "n"},
+                "windows_over_hallucination_line": _share(h_ok > options.hallucination_line),
+                "windows_under_faithfulness_line": _share(f_ok < options.faithfulness_line),
+            }
+        )
+
+    def per_answer(cls: bool) -> dict[str, Any]:
+        f, h = arrays["f"][cls], arrays["h"][cls]
+        return {
+            "answers": len(f),
+            "faithfulness_mean": _round(float(np.nanmean(f))) if np.isfinite(f).any() else None,
+            "hallucination_rate_mean": _round(float(np.nanmean(h))) if np.isfinite(h).any() else None,
+        }
+
+    compare = []
+    for low, high in options.compare:
+        lo, hi = means[low], means[high]
+        compare.append(
+            {
+                "low": low,
+                "high": high,
+                "auc_hallucination_rate": _round(window_auc(hi["h"][~np.isnan(hi["h"])], lo["h"][~np.isnan(lo["h"])])),
+                "auc_faithfulness": _round(window_auc(lo["f"][~np.isnan(lo["f"])], hi["f"][~np.isnan(hi["f"])])),
+            }
+        )
+    result: dict[str, Any] = {
+        "kind": "faithfulness",
+        "answers": len(rows),
+        "hallucination_rate_from": source,
+        "per_answer": {"hallucinated": per_answer(True), "faithful": per_answer(False)},
+        "rates": table,
+        "compare": compare,
+        "judge_failures": len(failures),
+    }
+    if failures:
+        result["first_failure"] = failures[0]
+    return result
+
+
+# ------------------------------------------------------------------------------------------- run
+
+
+def _load(path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """Rows of one file, every one checked (kind by schema, no mixing) before anything is judged."""
+    with _about(path):
+        rows = load_rows(path)
+        kind = detect_kind(rows[0])
+        check = _check_faithfulness_row if kind == "faithfulness" else _check_relevance_row
+        for row in rows:
+            if detect_kind(row) != kind:
+                raise EvalInputError(int(row["__line__"]), f"a {kind} file cannot mix in rows of another kind")
+            check(row)
+    return kind, rows
+
+
+@contextmanager
+def _about(path: Path) -> Iterator[None]:
+    """An input error names its file (unless it already does: "cannot read FILE")."""
+    try:
+        yield
+    except EvalInputError as exc:
+        if str(path) in str(exc):
+            raise
+        raise EvalInputError(0, f"{path}: {exc}") from None
+
+
+@contextmanager
+def _reporter(name: str, total: int, enabled: bool) -> Iterator[Advance]:
+    """A progress bar on a terminal; otherwise a line to stderr when a file starts and ends."""
+    if not enabled:
+        yield lambda _: None
+        return
+    if sys.stderr.isatty():
+        with _progress(total, f"judging {name}", True) as advance:
+            yield advance
+        return
+    started = time.perf_counter()
+    print(f"{PROG}: {name}: about {total:,} judge calls…", file=sys.stderr, flush=True)
+    yield lambda _: None
+    print(f"{PROG}: {name}: done in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+
+
+def run(
+    paths: Sequence[Path], judge_name: str, options: Options, settings: Any, show_progress: bool = True
+) -> dict[str, Any]:
+    """Load and check every file (an error stops the run before any judging), then judge each in turn with one
+    judge built from ``settings``; ``{"judge", "judge_version", "sla", "window", …, "files": [...]}``."""
+    loaded = [(path, *_load(path)) for path in paths]
+    judge = _make_judge(judge_name, settings)
+    files = []
+    try:
+        for path, kind, rows in loaded:
+            if kind == "relevance":
+                evaluate, total = evaluate_relevance_alerts, relevance_calls(rows, options)
+            else:
+                evaluate = evaluate_faithfulness_alerts
+                total = len(rows) if options.limit is None else min(len(rows), options.limit)
+            started = time.perf_counter()
+            with _about(path), _reporter(path.name, total, show_progress) as advance:
+                result = evaluate(rows, judge, options, advance)
+            files.append({"file": str(path), **result, "seconds": round(time.perf_counter() - started, 2)})
+    finally:
+        close = getattr(judge, "close", None)
+        if callable(close):
+            close()
+    return {
+        "judge": judge_name,
+        "judge_version": str(getattr(judge, "version", "")),
+        "seed": options.seed,
+        "window": options.window,
+        "windows": options.windows,
+        "sla": options.sla,
+        "hallucination_line": options.hallucination_line,
+        "faithfulness_line": options.faithfulness_line,
+        "files": files,
+    }
+
+
+# ---------------------------------------------------------------------------------------- output
+
+
+def _f(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+Table = tuple[str, list[str], list[list[str]]]
+
+
+def _relevance_tables(f: dict[str, Any], out: dict[str, Any]) -> list[Table]:
+    q = f["questions"]
+    title = (
+        f"{Path(f['file']).name} — relevance, judge {out['judge']}, {q['selected']:,} of {q['in_file']:,} "
+        f"questions; {CP3} windows of {out['window']} ({out['windows']:,} resamples), SLA {out['sla']:g}"
+    )
+    columns = ["case", "questions", "labels CP@3", "mean", "p5", "p50", "p95", "window p5–p95", "windows < SLA"]
+    body = []
+    for case, s in f["cases"].items():
+        w = s["window_mean"]
+        span = "—" if w["p5"] is None else f"{w['p5']:.3f}–{w['p95']:.3f}"
+        body.append(
+            [case, str(s["questions"] - s["missing"]), _f(s["label_cp3"])]
+            + [_f(s["cp3"][k]) for k in ("mean", "p5", "p50", "p95")]
+            + [span, _f(s["windows_under_sla"])]
+        )
+    tables: list[Table] = [(title, columns, body)]
+    others = [c for c in CASES if c != HEALTHY[0]]
+    auc_rows = [[h] + [_f(f["window_auc"][h].get(o)) if o != h else "" for o in others] for h in HEALTHY]
+    tables.append(("window AUC: P(healthy window mean > the other case's)", ["healthy", *others], auc_rows))
+    inv = f["invariance"]
+    inv_title = (
+        f"invariance: {_f(inv['within_share'])} of {inv['n']} chunks within ±{inv['tolerance']:g} scored alone"
+        + (f" (mean |Δ| {_f(inv['mean_abs_diff'])}, max {_f(inv['max_abs_diff'])})" if inv.get("n") else "")
+        + (f" — {inv['note']}" if inv.get("note") else "")
+        + "; graded order (mean in-list relevance):"
+    )
+    order_rows = [
+        [lang] + [f"{_f(g[c]['mean'])} (n {g[c]['n']})" for c in PASSAGE_CLASSES] + [_f(g["ordered"])]
+        for lang, g in f["graded_order"].items()
+    ]
+    tables.append((inv_title, ["language", "answer", "same-topic non-answer", "off-topic", "ordered"], order_rows))
+    return tables
+
+
+def _faithfulness_tables(f: dict[str, Any], out: dict[str, Any]) -> list[Table]:
+    pa = f["per_answer"]
+    title = (
+        f"{Path(f['file']).name} — faithfulness, judge {out['judge']}, {f['answers']} answers "
+        f"({pa['hallucinated']['answers']} hallucinated); windows of {out['window']} ({out['windows']:,} "
+        f"resamples); hallucination_rate from {f['hallucination_rate_from']}"
+    )
+    columns = [
+        "rate",
+        "per window",
+        "faithfulness",
+        "hallucination_rate",
+        f"windows > {out['hallucination_line']:g}",
+        f"windows faith < {out['faithfulness_line']:g}",
+    ]
+    body = [
+        [
+            f"{r['rate']:g}",
+            str(r["hallucinated_per_window"]),
+            _f(r["faithfulness"]["mean"]),
+            _f(r["hallucination_rate"]["mean"]),
+            _f(r["windows_over_hallucination_line"]),
+            _f(r["windows_under_faithfulness_line"]),
+        ]
+        for r in f["rates"]
+    ]
+    cmp_rows = [
+        [f"{c['low']:g} vs {c['high']:g}", _f(c["auc_hallucination_rate"]), _f(c["auc_faithfulness"])]
+        for c in f["compare"]
+    ]
+    return [
+        (title, columns, body),
+        (
+            "window AUC between rates",
+            ["rates", "hallucination_rate (high > low)", "faithfulness (low > high)"],
+            cmp_rows,
+        ),
+    ]
+
+
+def _tables(out: dict[str, Any]) -> list[Table]:
+    tables: list[Table] = []
+    for f in out["files"]:
+        tables += _relevance_tables(f, out) if f["kind"] == "relevance" else _faithfulness_tables(f, out)
+        if f["judge_failures"]:
+            tables.append((f"judge failures: {f['judge_failures']} (first: {f['first_failure']})", ["-"], []))
+    return tables
+
+
+def render_plain(out: dict[str, Any]) -> str:
+    """The result as aligned plain-text tables (used when rich is not installed)."""
+    blocks = ["\n".join(_plain(*t)) for t in _tables(out)]
+    return "\n\n".join(blocks)
+
+
+def _print(out: dict[str, Any]) -> None:
+    """Rich tables on a terminal; plain ones otherwise (a pipe or a CI log gets every column uncut)."""
+    if not sys.stdout.isatty():
+        print(render_plain(out))
+        return
+    try:
+        from rich.console import Console
+        from rich.table import Table as RichTable
+    except ImportError:
+        print(render_plain(out))
+        return
+    console = Console()
+    for title, columns, body in _tables(out):
+        table = RichTable(title=title)
+        for i, column in enumerate(columns):
+            table.add_column(column, justify="left" if i == 0 else "right")
+        for row in body:
+            table.add_row(*row)
+        console.print(table)
+
+
+# ------------------------------------------------------------------------------------------ CLI
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not values or any(not 0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected rates within 0..1, got {text!r}")
+    return values
+
+
+def _pair(text: str) -> tuple[float, float]:
+    values = _floats(text)
+    if len(values) != 2:
+        raise argparse.ArgumentTypeError(f"expected two rates LOW,HIGH, got {text!r}")
+    return values[0], values[1]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Would the SLA (CP@3 windows) and the faithfulness lines fire on retrievals and answers of "
+        "known quality? Relevance and faithfulness JSONL files, detected by their fields.",
+        epilog="Relevance cases, per question: gold (answer-bearing passages, then same-topic non-answers), realistic "
+        "(BM25 top 3), one_off_topic (gold with one chunk from another question), off_topic (three from other "
+        "questions), same_topic (three same-topic non-answers). Faithfulness windows hold exactly rate x window "
+        "hallucinated answers (by the label).",
+    )
+    parser.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="JSONL files of relevance or faithfulness rows"
+    )
+    parser.add_argument(
+        "--judge", default="offline", help="judge to run: offline, llm, cascade, semantic, embedding (default: offline)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables (default: tables)")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="judge at most N questions of a relevance file, N answers of a faithfulness file, a seeded choice "
+        "(default: all)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of every choice and resample (default: 0)"
+    )
+    parser.add_argument(
+        "--window", type=int, metavar="N", help="samples per window (default: the sla_window_samples setting, 200)"
+    )
+    parser.add_argument(
+        "--windows", type=int, default=1000, metavar="N", help="windows resampled per case or rate (default: 1000)"
+    )
+    parser.add_argument(
+        "--sla",
+        type=float,
+        metavar="X",
+        help="CP@3 line a window must not fall under (default: the sla_threshold setting, 0.65)",
+    )
+    parser.add_argument(
+        "--rates",
+        type=_floats,
+        default=(0.05, 0.1, 0.3, 0.5),
+        metavar="R,R,...",
+        help="hallucination rates of the faithfulness windows (default: 0.05,0.1,0.3,0.5)",
+    )
+    parser.add_argument(
+        "--compare",
+        type=_pair,
+        action="append",
+        metavar="LOW,HIGH",
+        help="pair of rates whose windows' AUC is reported, repeatable (default: 0.1,0.3)",
+    )
+    parser.add_argument(
+        "--hallucination-line",
+        type=float,
+        metavar="X",
+        help="hallucination_rate a window must not exceed (default: health_thresholds' hallucination_rate, else 0.2)",
+    )
+    parser.add_argument(
+        "--faithfulness-line",
+        type=float,
+        metavar="X",
+        help="faithfulness a window must not fall under (default: health_thresholds' faithfulness, 0.75)",
+    )
+    parser.add_argument(
+        "--invariance",
+        type=int,
+        default=200,
+        metavar="N",
+        help="chunks per relevance file also scored alone, to compare with their in-list relevance (default: 200)",
+    )
+    parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
+    parser.add_argument("--judge-base-url", help="LLM judge endpoint (default: $RAGWATCH_JUDGE_BASE_URL)")
+    parser.add_argument("--judge-model", help="LLM judge model (default: $RAGWATCH_JUDGE_MODEL)")
+    return parser
+
+
+def _options(args: argparse.Namespace, settings: Any) -> Options:
+    """Options from the arguments, the settings filling what was not given; :class:`EvalInputError` if invalid."""
+    health = dict(getattr(settings, "health_thresholds", {}) or {})
+    options = Options(
+        sla=float(settings.sla_threshold if args.sla is None else args.sla),
+        window=int(settings.sla_window_samples if args.window is None else args.window),
+        windows=args.windows,
+        seed=args.seed,
+        limit=args.limit,
+        rates=tuple(args.rates),
+        compare=tuple(args.compare or ((0.1, 0.3),)),
+        hallucination_line=float(
+            args.hallucination_line if args.hallucination_line is not None else health.get(HALLUCINATION_RATE, 0.2)
+        ),
+        faithfulness_line=float(
+            args.faithfulness_line if args.faithfulness_line is not None else health.get(FAITHFULNESS, 0.75)
+        ),
+        invariance=args.invariance,
+    )
+    for name in ("window", "windows", "limit"):
+        value = getattr(options, name)
+        if value is not None and value < 1:
+            raise EvalInputError(0, f"--{name} must be at least 1")
+    if options.invariance < 0:
+        raise EvalInputError(0, "--invariance must be 0 or more")
+    for name in ("sla", "hallucination_line", "faithfulness_line"):
+        if not 0.0 <= getattr(options, name) <= 1.0:
+            raise EvalInputError(0, f"--{name.replace('_', '-')} must be within 0..1")
+    return options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``ragwatch eval-alerts``: 0 on success, 2 on unusable input, arguments or settings."""
+    args = _parser().parse_args(argv)
+    try:
+        from ragwatch.settings import load_settings
+
+        settings = load_settings(args.config_file, judge_base_url=args.judge_base_url, judge_model=args.judge_model)
+        options = _options(args, settings)
+        out = run(args.files, args.judge, options, settings)
+    except EvalInputError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:  # an unknown --judge name, settings that do not validate
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        _print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
