@@ -23,10 +23,10 @@ from pydantic_settings import (
 )
 
 from ragwatch.errors import ConfigError
-from ragwatch.mode.degrade import Policy
+from ragwatch.mode.degrade import Policy, direction_of
 from ragwatch.sampling.redact import BUILTIN_PATTERNS
 
-__all__ = ["DEFAULT_LATENCY_BUCKETS", "PriceSetting", "Settings", "load_settings"]
+__all__ = ["DEFAULT_LATENCY_BUCKETS", "HALLUCINATION_RATE_LINE", "PriceSetting", "Settings", "load_settings"]
 
 #: Seconds. RAG stages span a cache hit (milliseconds) to a slow LLM (tens of seconds).
 DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
@@ -46,6 +46,11 @@ DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
 )
 
 CONFIG_FILE_ENV = "RAGWATCH_CONFIG_FILE"
+
+#: The default ceiling of the ``hallucination_rate`` window (share of answers with an unsupported claim),
+#: exported as ``ragwatch_sla_threshold{metric="hallucination_rate"}`` for RagwatchHallucinationRateHigh.
+#: Provisional, until measured on labelled windows (RAGTruth dev, 200 answers at 10 % vs 30 % hallucinated).
+HALLUCINATION_RATE_LINE = 0.22  # line chosen by ragwatch eval-alerts
 
 #: Judges a worker can run (built by ``ragwatch.scoring.judges.make_judges``; named here so validating settings
 #: does not load the judges into a service process).
@@ -107,7 +112,11 @@ class Settings(BaseSettings):
     sample_rate: float = Field(
         default=0.1, ge=0, le=1, description="Share of requests sampled, decided by trace id (0..1)."
     )
-    sample_errors: bool = Field(default=True, description="Always sample failed requests.")
+    sample_errors: bool = Field(
+        default=False,
+        description="Sample every failed request (exception, 4xx or 5xx) into the quality windows; off: "
+        "they are skipped, counted as error_response.",
+    )
     sample_slow_seconds: float | None = Field(
         default=None, gt=0, description="Always sample requests slower than this many seconds."
     )
@@ -278,8 +287,10 @@ class Settings(BaseSettings):
     # -- quality windows, SLA and degraded mode -------------------------------------------------------------
     sla_metric: str = Field(default="context_precision_3", description="The score whose window degrades the service.")
     sla_threshold: float = Field(default=0.65, ge=0, le=1, description="Degraded when the window mean is under this.")
-    sla_direction: Literal["min", "max"] = Field(
-        default="min", description="min: degraded when the window falls under the threshold; max: when above."
+    sla_direction: Literal["min", "max"] | None = Field(
+        default=None,
+        description="min: degraded when the window falls under the threshold; max: when above; unset: from the "
+        "metric (max for a rate of bad outcomes such as hallucination_rate, min for quality scores).",
     )
     sla_window_seconds: float = Field(default=900.0, gt=0, description="Window length in seconds.")
     sla_window_samples: int = Field(default=200, ge=1, description="At most this many newest scores in the window.")
@@ -299,8 +310,14 @@ class Settings(BaseSettings):
         description="Request header naming the client behind a proxy (its last value); unset: the peer address.",
     )
     health_thresholds: dict[str, float] = Field(
-        default_factory=lambda: {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35},
-        description="Reporting lines per score (exported as gauges; do not switch modes).",
+        default_factory=lambda: {
+            "faithfulness": 0.75,
+            "hallucination_rate": HALLUCINATION_RATE_LINE,
+            "answer_relevance": 0.85,
+            "context_relevance": 0.35,
+        },
+        description="Reporting lines per score (exported as gauges; do not switch modes): floors, except for "
+        "rates of bad outcomes (hallucination_rate), whose line is a ceiling.",
     )
     degraded_mode: bool = Field(default=True, description="Follow the shared degraded-mode flag in this process.")
     degraded_refresh_seconds: float = Field(
@@ -377,7 +394,7 @@ class Settings(BaseSettings):
         return Policy(
             metric=self.sla_metric,
             threshold=self.sla_threshold,
-            direction=self.sla_direction,
+            direction=self.sla_direction or direction_of(self.sla_metric),
             window_seconds=self.sla_window_seconds,
             window_samples=self.sla_window_samples,
             min_samples=self.sla_min_samples,

@@ -51,6 +51,7 @@ def scored_records(start: float = 1_800_000_000.0, n: int = 240, seed: int = 3) 
                 "judges": [{"name": "offline", "version": "1"}],
                 "scores": {
                     "faithfulness": faith,
+                    "hallucination_rate": 1.0 if lie else 0.0,
                     "answer_relevance": rng.uniform(0.8, 1.0),
                     "context_relevance": cp3 * 0.9,
                     "context_precision_3": cp3,
@@ -85,6 +86,7 @@ def scored_records(start: float = 1_800_000_000.0, n: int = 240, seed: int = 3) 
     bad = out[n // 2 + 3]
     bad.update(question=XSS_QUESTION, answer=XSS_ANSWER + " " + answer, route=XSS_ROUTE)
     bad["scores"]["faithfulness"] = 0.0
+    bad["scores"]["hallucination_rate"] = 1.0  # faithfulness 0: hallucinated; alone on its route, a rate of 1
     bad["details"]["offline"]["claims"][0].update(chunk_id=XSS_CHUNK, evidence=XSS_CHUNK, start=None, end=None)
     bad["details"]["offline"]["chunks"][0]["id"] = XSS_CHUNK
     bad["sample_id"] = "s-<b>bold</b>"

@@ -33,9 +33,15 @@ from tests.scored import XSS_ANSWER, XSS_CHUNK, XSS_QUESTION, XSS_ROUTE, scored_
 from tests.servers import CHROMIUM_FLAGS, free_port, require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
-THRESHOLDS = {"faithfulness": 0.75, "answer_relevance": 0.85, "context_relevance": 0.35, "context_precision_3": 0.65}
+THRESHOLDS = {
+    "faithfulness": 0.75,
+    "hallucination_rate": 0.2,
+    "answer_relevance": 0.85,
+    "context_relevance": 0.35,
+    "context_precision_3": 0.65,
+}
 POLICY = Policy(window_samples=20, min_samples=8, window_seconds=120, hold_seconds=10, min_dwell_seconds=10)
-METRICS = ["faithfulness", "answer_relevance", "context_relevance", "context_precision_3"]
+METRICS = ["faithfulness", "hallucination_rate", "answer_relevance", "context_relevance", "context_precision_3"]
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +118,8 @@ def assert_page_is_sound(page: Page, *, samples: int) -> None:
     assert r > g + 10 and r > b + 10, f"no red degraded band where the period is: {(r, g, b)}"
     assert page.js("document.querySelector('.facts').textContent").startswith(f"{samples} scored samples")
     assert page.js("document.querySelector('.judges').textContent").startswith("scored by offline ")
-    assert page.js("document.querySelectorAll('table.metrics tbody tr').length") == 4
+    assert page.js("document.querySelectorAll('table.metrics tbody tr').length") == 5
+    assert_ceiling_is_drawn_as_a_ceiling(page)
     table = page.js("document.querySelector('table.metrics').textContent")
     assert "✅ ok" in table and ("⚠️ warn" in table or "❌ fail" in table)  # CP@3 is under its line
     cells = page.js("Array.from(document.querySelectorAll('table.heatmap td.cell')).map(td => td.className)")
@@ -128,6 +135,30 @@ def assert_page_is_sound(page: Page, *, samples: int) -> None:
         assert payload in text, payload
     assert "s-<b>bold</b>" in text
     assert page.errors() == [], page.errors()
+
+
+HEAT_COLUMN = """(metric) => {
+  const t = document.querySelector('table.heatmap');
+  const col = Array.from(t.querySelectorAll('thead th')).findIndex(th => th.textContent === metric);
+  return Array.from(t.querySelectorAll('tbody tr'))
+    .map(tr => [tr.cells[col].className, tr.cells[col].firstChild.textContent]);
+}"""
+
+
+def assert_ceiling_is_drawn_as_a_ceiling(page: Page) -> None:
+    """hallucination_rate is held to a ceiling: 1 answer in 7 hallucinated is under its line (0.20 or so), so
+    ok — held to a floor like the other scores it would read as a failure everywhere."""
+    line = page.js("window.ragwatch.data.thresholds.hallucination_rate")
+    assert 0.15 < line < 0.3
+    rows = page.js("Array.from(document.querySelectorAll('table.metrics tbody tr')).map(tr => tr.textContent)")
+    [rate] = [r for r in rows if r.startswith("hallucination_rate")]
+    assert f"≤ {line:.3f}" in rate and "✅ ok" in rate, rate
+    assert next(r for r in rows if r.startswith("faithfulness")).count("≥ 0.750") == 1
+    legend = page.js("document.querySelector('.chart[data-metric=\"hallucination_rate\"]').textContent")
+    assert f"threshold ≤ {line:.2f}" in legend, legend
+    cells = [(cls, float(text)) for cls, text in page.js(HEAT_COLUMN, "hallucination_rate") if text != "–"]
+    assert cells and all(("ok" in cls) == (mean <= line) for cls, mean in cells), cells
+    assert any(mean < line for _, mean in cells) and any(mean > line + 0.05 and "fail" in cls for cls, mean in cells)
 
 
 def test_an_empty_source_says_so(browser: Any, tmp_path: Path) -> None:

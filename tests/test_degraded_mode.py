@@ -26,7 +26,7 @@ from ragwatch.mode.degrade import ModeState, Policy
 from ragwatch.mode.sla import SLAEvaluator
 from ragwatch.queue.contract import Queue
 from ragwatch.queue.factory import open_queue
-from ragwatch.sampling.sample import Sample
+from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker
 from tests.conftest import sample as metric
@@ -52,7 +52,12 @@ def feed(queue: Queue, values: list[float], prefix: str) -> None:
         [
             orjson.dumps(
                 Sample(
-                    sample_id=f"{prefix}{i}", service="kb", question=f"cp={v}", answer="a", chunks=[], created_at=now
+                    sample_id=f"{prefix}{i}",
+                    service="kb",
+                    question=f"cp={v}",
+                    answer="a",
+                    chunks=[SampleChunk(id="c1", rank=0, text="a")],  # a sample without context is not scored
+                    created_at=now,
                 )
             )
             for i, v in enumerate(values)

@@ -17,6 +17,9 @@ import pytest
 import yaml
 
 from ragwatch.metrics.catalog import METRIC_NAMES
+from ragwatch.mode.degrade import HIGHER_IS_WORSE
+from ragwatch.report.build import METRICS
+from ragwatch.settings import HALLUCINATION_RATE_LINE, Settings
 
 from .servers import require_binary
 
@@ -28,6 +31,10 @@ GRAFANA_ALERTS = GRAFANA / "provisioning" / "alerting" / "ragwatch-alerts.yaml"
 PROM = ROOT / "exporters" / "prometheus"
 RULES = PROM / "rules" / "ragwatch.rules.yml"
 RULE_TESTS = PROM / "tests" / "ragwatch.test.yml"
+BASELINE_TESTS = PROM / "tests" / "ragwatch-baseline.test.yml"  # a week of history, evaluated every 10 min
+RULE_TEST_FILES = sorted((PROM / "tests").glob("*.test.yml"))
+BASELINE = "service_metric:ragwatch_window_value:avg_7d"
+DRIFT_ALERTS = ("RagwatchWindowUnderBaseline", "RagwatchWindowOverBaseline")
 OTEL = ROOT / "exporters" / "otel-collector" / "config.yaml"
 CHART = ROOT / "helm" / "ragwatch"
 ALL_FEATURES = CHART / "ci" / "all-features-values.yaml"
@@ -100,10 +107,13 @@ def recorded_names() -> set[str]:
     return {rule["record"] for group in rule_groups() for rule in group["rules"] if "record" in rule}
 
 
+def rule_tests() -> list[dict[str, Any]]:
+    return [test for path in RULE_TEST_FILES for test in yaml.safe_load(path.read_text())["tests"]]
+
+
 def rule_test_series() -> list[str]:
-    doc = yaml.safe_load(RULE_TESTS.read_text())
     found = []
-    for test in doc["tests"]:
+    for test in rule_tests():
         found += [s["series"] for s in test.get("input_series", [])]
         found += [t["expr"] for t in test.get("promql_expr_test", [])]
         found += [s["labels"] for t in test.get("promql_expr_test", []) for s in t.get("exp_samples", [])]
@@ -200,14 +210,47 @@ def test_prometheus_rules_check() -> None:
 
 
 def test_prometheus_rules_unit_tests_fire_and_resolve() -> None:
-    out = promtool("test", "rules", str(RULE_TESTS.relative_to(PROM)), cwd=PROM)
+    assert {RULE_TESTS, BASELINE_TESTS} <= set(RULE_TEST_FILES)
+    out = promtool("test", "rules", *(str(p.relative_to(PROM)) for p in RULE_TEST_FILES), cwd=PROM)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("SUCCESS") == len(RULE_TEST_FILES)
     # every alert is tested firing and resolved
     alerts = {r["alert"] for g in rule_groups() for r in g["rules"] if "alert" in r}
-    tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    tests = rule_tests()
     fired = {c["alertname"] for t in tests for c in t.get("alert_rule_test", []) if c["exp_alerts"]}
     resolved = {c["alertname"] for t in tests for c in t.get("alert_rule_test", []) if not c["exp_alerts"]}
     assert alerts == fired == resolved
+
+
+def _alert(name: str) -> dict[str, Any]:
+    [rule] = [r for g in rule_groups() for r in g["rules"] if r.get("alert") == name]
+    return rule
+
+
+def test_the_rules_hold_rates_of_bad_answers_to_a_ceiling() -> None:
+    """Rules and Grafana alerts pick a window's direction by name (``metric=~"…"``): the same names as the
+    code's HIGHER_IS_WORSE, so a rate of bad outcomes is never alerted on for falling, nor a score for rising."""
+    exprs = rules_exprs() + grafana_alert_exprs()
+    named = {m for e in exprs for m in re.findall(r'metric[!=]~"([^"]*)"', e)}
+    assert named == {"|".join(sorted(HIGHER_IS_WORSE))}
+    assert "hallucination_rate" in HIGHER_IS_WORSE
+    high = _alert("RagwatchHallucinationRateHigh")["expr"]
+    assert 'ragwatch_window_value{metric="hallucination_rate"}' in high and "\n  > on (service)" in high
+    # its line is the workers' exported setting, whose default is the one provisional value
+    assert 'ragwatch_sla_threshold{metric="hallucination_rate"}' in high
+    assert Settings().health_thresholds["hallucination_rate"] == HALLUCINATION_RATE_LINE
+    assert "hallucination_rate" in METRICS
+
+
+def test_every_window_has_a_7_day_baseline_and_drift_alerts() -> None:
+    [baseline] = [r for g in rule_groups() for r in g["rules"] if r.get("record") == BASELINE]
+    assert baseline["expr"] == "avg_over_time(service_metric:ragwatch_window_value:max[7d])"
+    for name in DRIFT_ALERTS:
+        rule = _alert(name)
+        assert BASELINE in rule["expr"] and "on (service, metric)" in rule["expr"]
+        assert rule["expr"].rstrip().endswith("> 0.10"), "the margin is one number at the end of each alert"
+    grafana = [e for e in grafana_alert_exprs() if "[7d:5m]" in e]
+    assert len(grafana) == len(DRIFT_ALERTS)
 
 
 def test_prometheus_config_check() -> None:
@@ -289,6 +332,20 @@ def test_dashboard_layout_and_content() -> None:
         "ragwatch_sampling_decisions_total",
     ):
         assert name in used, name
+    # each quality window panel draws its 7-day baseline beside its line, and the rate of hallucinated
+    # answers has a panel of its own
+    windows = [
+        p for p in dashboard["panels"] if any("ragwatch_window_value" in t["expr"] for t in p.get("targets", ()))
+    ]
+    shown = set()
+    for panel in windows:
+        [window] = [t["expr"] for t in panel["targets"] if t["expr"].startswith("max by (service) (ragwatch_window")]
+        metric = re.search(r'metric="(\w+)"', window).group(1)  # type: ignore[union-attr]
+        shown.add(metric)
+        assert f"avg_over_time({window}[7d:5m])" in [t["expr"] for t in panel["targets"]], panel["title"]
+        lines = [t["expr"] for t in panel["targets"] if "ragwatch_sla_threshold" in t["expr"]]
+        assert len(lines) == 1 and f'metric="{metric}"' in lines[0], panel["title"]
+    assert shown == {"context_precision_3", "faithfulness", "hallucination_rate"}
 
 
 def test_grafana_provisioning_files() -> None:
@@ -406,6 +463,22 @@ def test_helm_prometheus_rule_passes_promtool(tmp_path: Path) -> None:
     out = promtool("check", "rules", str(path))
     assert out.returncode == 0, out.stdout + out.stderr
     assert not unknown_names([r["expr"] for g in docs["PrometheusRule"]["spec"]["groups"] for r in g["rules"]])
+
+
+def test_helm_prometheus_rule_passes_the_rule_unit_tests(tmp_path: Path) -> None:
+    """The rules as the chart renders them (through fromYaml / toYaml) fire and resolve like the file."""
+    helm = require_helm()
+    docs = {d["kind"]: d for d in render(helm, "-f", str(ALL_FEATURES))}
+    rules = tmp_path / "helm.rules.yml"
+    rules.write_text(yaml.safe_dump(docs["PrometheusRule"]["spec"]))
+    names = []
+    for path in RULE_TEST_FILES:
+        doc = yaml.safe_load(path.read_text())
+        doc["rule_files"] = [str(rules)]
+        (tmp_path / path.name).write_text(yaml.safe_dump(doc, sort_keys=False))
+        names.append(path.name)
+    out = promtool("test", "rules", *names, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_helm_schema_rejects_bad_values() -> None:

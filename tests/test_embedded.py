@@ -316,7 +316,7 @@ def test_the_quickstart_example_runs_with_no_redis() -> None:
     assert "ragwatch_window_value{metric=context_precision_3} = 0." in good
     assert any("broken retriever: degraded=True (ragwatch_degraded = 1.0)" in line for line in lines)
     assert any("retriever fixed: degraded=False" in line for line in lines)
-    assert "# ragwatch health report" in out.stdout and "noisy_retrieval" in out.stdout
+    assert "# ragwatch health report" in out.stdout and "Look first at `retrieval_miss`" in out.stdout
     assert "entered degraded mode: True; left it: True" in out.stdout
 
 

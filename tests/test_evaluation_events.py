@@ -97,7 +97,7 @@ def test_each_score_is_an_event_on_the_judged_requests_span(provider: Any, spans
     # A redelivered sample is not scored again, so it emits nothing again.
     queue = open_queue(url, "kb")
     again = [orjson.loads(r) for r in queue.recent_scores(10)]
-    queue.add([orjson.dumps(decode_sample(orjson.dumps({**r, "chunks": []}))) for r in again])
+    queue.add([orjson.dumps(decode_sample(orjson.dumps({**r, "chunks": [{"id": "c", "rank": 0}]}))) for r in again])
     work(url, EvaluationEvents(logger_provider), [FixedJudge()])
     assert len(exporter.get_finished_logs()) == 4
     rw.close()

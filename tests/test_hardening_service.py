@@ -64,8 +64,8 @@ def build_app(rw: ragwatch.RagWatch, seen: list[dict[str, str]]) -> Any:
         return [{"id": "kb-1", "text": "Annual leave is 15 days.", "score": 0.9}]
 
     @rw.retriever
-    def retrieve_these(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return chunks
+    def retrieve_these(question: str, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return chunks  # the question is read off the arguments: without one a run is not a quality sample
 
     @rw.llm(model="gpt-4o-mini")
     def generate(question: str, model: str) -> dict[str, Any]:
@@ -81,10 +81,11 @@ def build_app(rw: ragwatch.RagWatch, seen: list[dict[str, str]]) -> Any:
         question = body["question"]
         if body.get("force"):
             ragwatch.force_sample(body["force"])
-        if body.get("fail"):
+        if body.get("fail"):  # after retrieving: a RAG request that failed (sampled with sample_errors)
+            retrieve(question)
             raise ValueError(f"no account for {question}")
         if body.get("chunks"):
-            retrieve_these(body["chunks"])
+            retrieve_these(question, body["chunks"])
         else:
             retrieve(question)
         return JSONResponse({"answer": generate(question, body.get("model", "gpt-4o-mini"))})
@@ -154,7 +155,7 @@ def stream_samples(redis_url: str) -> list[bytes]:
 
 
 def test_probe_marks_are_authenticated_counted_and_never_reach_the_app(redis_url: str) -> None:
-    rw = watch(redis_url, probe_secret="k8s-secret", tracing=False)
+    rw = watch(redis_url, probe_secret="k8s-secret", tracing=False, sample_errors=True)
     seen: list[dict[str, str]] = []
     with Served(build_app(rw, seen)) as served:
         signed = sign_probe("k8s-secret", "POST", "/ask")
@@ -222,7 +223,8 @@ def test_replicas_sharing_the_secret_agree_and_others_do_not() -> None:
     c = Sampler(0.3, secret=b"another deployment")
     runs = []
     for i in range(2000):
-        run = Run("svc")
+        run = Run("svc", "q")
+        run.retrieved = []  # a RAG run (the sampler skips one without context before hashing anything)
         run.trace_id = f"{i:032x}"
         runs.append(run)
     da = [a.decide(r).sampled for r in runs]
@@ -415,7 +417,7 @@ def test_planted_secrets_survive_nowhere(
 ) -> None:
     from ragwatch.cli import main as cli
 
-    rw = watch(redis_url, spans, capture_chunk_text=True, max_question_chars=2000)
+    rw = watch(redis_url, spans, capture_chunk_text=True, max_question_chars=2000, sample_errors=True)
     question = "x" * 1990 + PLANTED["phone_at_the_cut"] + f" mail {PLANTED['email']} key {PLANTED['api_key']}"
     chunks = [
         {

@@ -108,6 +108,7 @@ def test_healthy_verdict_scores_and_request_shape(stub: OpenAIStub, make_judge: 
     assert verdict.scores == pytest.approx(
         {
             "faithfulness": 1.0,  # 2 supported / (3 claims - 1 unverifiable)
+            "hallucination_rate": 0.0,  # no verifiable claim unsupported
             "context_relevance": 1.6 / 3,
             "context_precision_3": 1.6 / 3,
             "context_precision_ranked_3": 1.0,  # relevant chunks (1.0, 0.6) ranked first and second
@@ -152,6 +153,7 @@ def test_unsupported_claim_lowers_faithfulness(stub: OpenAIStub, make_judge: Cal
     stub.script(chat_reply(output([TALL, DONE, wrong, WEIGHT])))
     verdict = make_judge().score(make_sample())
     assert verdict.scores["faithfulness"] == pytest.approx(2 / 3)
+    assert verdict.scores["hallucination_rate"] == 1.0  # one invented claim among true ones flags the answer
     assert verdict.details["claim_counts"] == {"supported": 2, "unsupported": 1, "unverifiable": 1, "downgraded": 0}
 
 
@@ -169,6 +171,7 @@ def test_supported_claim_with_invented_quote_is_downgraded(
     assert second["downgraded"] == "no quote given"
     assert third["verdict"] == "SUPPORTED" and "downgraded" not in third
     assert verdict.scores["faithfulness"] == pytest.approx(1 / 3)
+    assert verdict.scores["hallucination_rate"] == 1.0  # the judge's own invented quote does not clear it
     assert verdict.details["claim_counts"]["downgraded"] == 2
 
 
@@ -194,6 +197,7 @@ def test_unknown_verdict_counts_as_unsupported(stub: OpenAIStub, make_judge: Cal
     assert "unknown verdict" in first["downgraded"]
     assert second["verdict"] == "SUPPORTED"  # case is not a new verdict
     assert verdict.scores["faithfulness"] == pytest.approx(0.5)
+    assert verdict.scores["hallucination_rate"] == 1.0
 
 
 @pytest.mark.parametrize("claims", [[], [WEIGHT]], ids=["no-claims", "only-unverifiable"])
@@ -203,6 +207,7 @@ def test_no_verifiable_claims_is_faithful(
     stub.script(chat_reply(output(claims, answer_relevance=0.0)))
     verdict = make_judge().score(make_sample(answer="根据现有信息无法回答。"))
     assert verdict.scores["faithfulness"] == 1.0
+    assert verdict.scores["hallucination_rate"] == 0.0  # a refusal invents nothing
     assert verdict.details["faithfulness_basis"] == "no verifiable claims"
     assert verdict.scores["answer_relevance"] == 0.0
 
@@ -619,7 +624,7 @@ def test_missing_or_empty_answer_has_no_faithfulness(
 ) -> None:
     stub.script(chat_reply(output([], answer_relevance=0.7)))
     verdict = make_judge().score(make_sample(answer=answer))
-    assert "faithfulness" not in verdict.scores
+    assert "faithfulness" not in verdict.scores and "hallucination_rate" not in verdict.scores
     assert verdict.details["faithfulness_basis"].startswith(basis)
     assert verdict.scores["context_relevance"] == pytest.approx(1.6 / 3)  # retrieval is still judged
     if answer is None:
@@ -627,3 +632,21 @@ def test_missing_or_empty_answer_has_no_faithfulness(
         assert "(not recorded)" in stub.requests[0].body["messages"][1]["content"]
     else:
         assert verdict.scores["answer_relevance"] == 0.0
+
+
+def test_an_escalated_cascade_takes_both_faithfulness_scores_from_the_llm(
+    stub: OpenAIStub, make_judge: Callable[..., LLMJudge]
+) -> None:
+    """The cascade merges the LLM's scores over the offline judge's: the LLM must give hallucination_rate
+    with its faithfulness, or the window would mix one judge's faithfulness with the other's rate."""
+    from ragwatch.scoring.judges.cascade import CascadeJudge
+    from ragwatch.scoring.judges.offline import OfflineJudge
+
+    invented = "The Eiffel Tower is 330 metres tall. It was completed in 1901. It weighs 7,300 tonnes."
+    sample = make_sample(answer=invented)
+    offline = OfflineJudge().score(sample).scores
+    assert offline["hallucination_rate"] == 1.0 and 0.3 <= offline["faithfulness"] <= 0.8  # escalated
+    stub.script(chat_reply(output([TALL, DONE])))  # the LLM finds every claim supported
+    verdict = CascadeJudge(OfflineJudge(), make_judge()).score(sample)
+    assert verdict.details["decided_by"] == "llm"
+    assert verdict.scores["faithfulness"] == 1.0 and verdict.scores["hallucination_rate"] == 0.0

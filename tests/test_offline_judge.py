@@ -535,3 +535,41 @@ def test_chunk_cache_size_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(off._chunks) == 0
     with pytest.raises(ValueError):
         Settings(offline_cache_size=-1)
+
+
+# ------------------------------------------------------------------------------- hallucination rate
+
+FACTS = [
+    "The old stone bridge over the river Ems is 120 meters long and was built in 1990.",
+    "The bridge carries four lanes of traffic and a bike path on its south side.",
+    "It was designed by the engineer Anna Berg and cost 30 million euros.",
+    "About 18,000 vehicles cross the bridge every day.",
+]
+TRUE_ANSWER = (
+    "The stone bridge over the Ems is 120 meters long. It was built in 1990. The bridge carries four lanes of "
+    "traffic. It was designed by Anna Berg. About 18,000 vehicles cross it every day."
+)
+
+
+@pytest.mark.parametrize("invented", [None, ("1990", "1994"), ("18,000", "25,000"), ("120 meters", "150 meters")])
+def test_one_invented_number_among_true_claims_flags_the_answer(
+    judge: OfflineJudge, invented: tuple[str, str] | None
+) -> None:
+    """faithfulness barely moves (4 of 5 claims supported), hallucination_rate says "this answer invented
+    something": 1.0 for the answer, so its window is the share of such answers."""
+    answer = TRUE_ANSWER if invented is None else TRUE_ANSWER.replace(*invented)
+    verdict = judge.score(make("Tell me about the bridge over the Ems.", answer, FACTS))
+    verdicts = [c["verdict"] for c in verdict.details["claims"]]
+    assert len(verdicts) == 5 and verdicts.count(UNSUPPORTED) == (0 if invented is None else 1)
+    assert verdict.scores["faithfulness"] == (1.0 if invented is None else 0.8)
+    assert verdict.scores["hallucination_rate"] == (0.0 if invented is None else 1.0)
+
+
+def test_hallucination_rate_is_there_exactly_when_faithfulness_is(judge: OfflineJudge) -> None:
+    refusal = judge.score(make("谁赢了比赛？", "根据现有信息无法回答。", ["今天的天气很好。"]))
+    assert refusal.scores["faithfulness"] == 1.0 and refusal.scores["hallucination_rate"] == 0.0
+    for answer in (None, "", "   "):
+        verdict = judge.score(make("How long is the bridge?", answer, [BRIDGE]))
+        assert "faithfulness" not in verdict.scores and "hallucination_rate" not in verdict.scores
+    nothing_retrieved = judge.score(make("How long is the bridge?", "The bridge is 120 meters long.", []))
+    assert nothing_retrieved.scores["hallucination_rate"] == 1.0

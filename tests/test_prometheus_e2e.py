@@ -6,8 +6,9 @@ Three processes besides Redis (the session's ``redis-server``): the demo service
 and a fast SLA policy, and the Debian ``prometheus`` binary on a loopback port with temporary storage. The
 config is ``exporters/prometheus/prometheus.yml`` with the targets pointed at the two processes and 1 s
 intervals; the rules are ``exporters/prometheus/rules/ragwatch.rules.yml`` with only the CP@3 alert's ``for:``
-shortened — its expression is the shipped one. The test sends healthy traffic, checks the series arrive and
-the window sits above its SLA line, then injects the demo's retrieval fault and waits for the alert to fire.
+and the groups' intervals shortened — every expression is the shipped one. The test sends healthy traffic,
+checks the series arrive, the window sits above its SLA line and the hallucination-rate window reads against
+its ceiling, then injects the demo's retrieval fault and waits for the alert to fire.
 
 ``ragwatch demo --serve`` is not used: it serves only around its scripted run, which ends with the fault
 removed, so CP@3 is low for a second or two at most — too short to be scraped reliably, and this test must
@@ -32,6 +33,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+
+from ragwatch.settings import HALLUCINATION_RATE_LINE
 
 from .servers import _log_tail, _terminate, _wait_until, free_port, require_binary
 
@@ -112,6 +115,8 @@ def write_prometheus_files(workdir: Path, service_port: int, worker_port: int) -
     alerts = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == ALERT]
     assert len(alerts) == 1, f"{ALERT} not found in {RULES}"
     alerts[0]["for"] = ALERT_FOR  # the expression stays the shipped one
+    for group in rules["groups"]:  # recording rules at the test's pace (30 s, 1 min shipped); same expressions
+        group["interval"] = "1s"
     rules_path = workdir / "ragwatch.rules.yml"
     rules_path.write_text(yaml.safe_dump(rules, sort_keys=False, allow_unicode=True))
 
@@ -340,6 +345,24 @@ def test_prometheus_scrapes_demo_and_worker_and_fires_the_cp3_alert(
         alert = prom.alert(ALERT, service)
         assert alert is None or alert["state"] != "firing", alert
         traffic.check()
+
+        # the hallucination-rate window (the demo falsifies a fifth of its answers) with its line, a ceiling:
+        # the margin rule reads it the right way round, and the 7-day baseline is recorded
+        rate = f'{sel},metric="hallucination_rate"'
+        eventually(
+            "a hallucination_rate window", lambda: prom.query(f"ragwatch_window_value{{{rate}}}"), 15, diagnostics
+        )
+        assert prom.scalar(f"ragwatch_sla_threshold{{{rate}}}") == HALLUCINATION_RATE_LINE
+        both = f"service_metric:ragwatch_window_margin:max{{{rate}}} + on (service, metric) "
+        both += "service_metric:ragwatch_window_value:max"
+        line = eventually("the margin of the rate", lambda: prom.query(both), 15, diagnostics)
+        assert float(line[0]["value"][1]) == pytest.approx(HALLUCINATION_RATE_LINE)  # line - window, not window - line
+        eventually(
+            "the rate's 7-day baseline",
+            lambda: prom.query(f"service_metric:ragwatch_window_value:avg_7d{{{rate}}}"),
+            15,
+            diagnostics,
+        )
 
         # 2. the demo's retrieval fault (off-topic chunks ranked first): the shipped alert goes to firing
         assert httpx.post(f"{service_url}/_fault", json={"on": True}, timeout=5).json() == {"fault": True}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -250,3 +251,49 @@ def test_the_report_names_who_scored_and_warns_when_versions_mix() -> None:
     one = build_report(rows[:3], THRESHOLDS)
     assert one.mixed_judges() == [] and "more than one version" not in one.markdown()
     assert "Scored by" not in build_report([record("x", faithfulness=1.0)], THRESHOLDS).markdown()
+
+
+def test_hallucination_rate_is_held_to_a_ceiling() -> None:
+    """The share of answers with an unsupported claim: a higher mean is worse, so its line is a ceiling —
+    status, worst samples and the table all read it that way round (as a floor, 0.10 would fail)."""
+    thresholds = {**THRESHOLDS, "hallucination_rate": 0.2}
+
+    def rates(*values: float) -> list[dict]:
+        return [
+            record(f"h{i}", "hallucination" if v else "healthy", [GOOD_CLAIM, BAD_CLAIM] if v else [GOOD_CLAIM],
+                   hallucination_rate=v, faithfulness=0.5 if v else 1.0)
+            for i, v in enumerate(values)
+        ]  # fmt: skip
+
+    bad = build_report(rates(0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0), thresholds)
+    r = row(bad, "hallucination_rate")
+    assert (r.direction, r.mean, r.status) == ("max", pytest.approx(0.3), "fail")
+    assert row(bad, "faithfulness").direction == "min"
+    assert row(build_report(rates(1.0, 0.0, 0.0, 0.0), thresholds), "hallucination_rate").status == "warn"  # 0.25
+    assert row(build_report(rates(1.0, 0, 0, 0, 0), thresholds), "hallucination_rate").status == "ok"  # 0.20
+    assert row(build_report(rates(1.0, *[0.0] * 9), thresholds), "hallucination_rate").status == "ok"  # 0.10
+    md = bad.markdown()
+    assert "| hallucination_rate | 10 | 0.300 | 0.458 | – | ≤ 0.200 | ❌ |" in md
+    assert "| faithfulness | 10 | 0.850 | 0.229 | – | ≥ 0.750 | ✅ |" in md
+    # worst samples: the answers over the line (each with its unsupported claim), never the clean ones
+    worst = bad.worst["hallucination_rate"]
+    assert [w.sample_id for w in worst] == ["h1", "h3", "h6"]
+    assert all(w.score == 1.0 and w.unsupported[0]["text"] == BAD_CLAIM["text"] for w in worst)
+    data = bad.to_dict()
+    assert {m["metric"]: m["direction"] for m in data["metrics"]} == {
+        "faithfulness": "min",
+        "hallucination_rate": "max",
+        "answer_relevance": "min",
+        "context_relevance": "min",
+        "context_precision_3": "min",
+    }
+    assert [m["metric"] for m in data["metrics"]][:2] == ["faithfulness", "hallucination_rate"]
+
+
+def test_default_thresholds_carry_the_hallucination_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragwatch.report.build import default_thresholds
+    from ragwatch.settings import HALLUCINATION_RATE_LINE, load_settings
+
+    for name in [k for k in os.environ if k.startswith("RAGWATCH_")]:
+        monkeypatch.delenv(name)
+    assert default_thresholds(load_settings())["hallucination_rate"] == HALLUCINATION_RATE_LINE

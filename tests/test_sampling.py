@@ -11,7 +11,7 @@ import pytest
 
 from ragwatch.capture.run import Run
 from ragwatch.errors import ConfigError
-from ragwatch.sampling.sampler import REASONS, Decision, Sampler, TokenBucket
+from ragwatch.sampling.sampler import NOT_A_SAMPLE, REASONS, Decision, Sampler, TokenBucket
 
 
 class FakeClock:
@@ -24,6 +24,9 @@ class FakeClock:
         return self.now
 
 
+CHUNKS = [{"id": "leave-1", "text": "Annual leave is 15 days.", "score": 0.8}]
+
+
 def make_run(
     trace_id: str | None = None,
     *,
@@ -31,14 +34,23 @@ def make_run(
     request_seconds: float | None = None,
     route: str | None = None,
     force: bool = False,
+    question: str | None = "How long is annual leave?",
+    retrieved: Any = CHUNKS,
+    retrieve_seconds: float | None = None,
+    status: int | None = None,
     **tags: str,
 ) -> Run:
-    run = Run("svc", route=route)
+    """A finished RAG run (a question, retrieved chunks) unless told otherwise."""
+    run = Run("svc", question, route=route)
     run.trace_id = trace_id
     run.outcome = outcome
     run.force = force
+    run.retrieved = retrieved
+    run.status = status
     if request_seconds is not None:
         run.durations["request"] = request_seconds
+    if retrieve_seconds is not None:
+        run.durations["retrieve"] = retrieve_seconds
     run.tags.update(tags)
     return run
 
@@ -61,7 +73,21 @@ HIGH = trace_id(2**64 - 1)  # sampled only at rate 1
 
 
 def test_reasons_are_a_closed_set_of_label_safe_values() -> None:
-    assert REASONS == ("forced", "probe", "error", "slow", "route", "tag", "rate", "ceiling", "unsampled")
+    assert REASONS == (
+        "forced",
+        "probe",
+        "error",
+        "slow",
+        "route",
+        "tag",
+        "rate",
+        "ceiling",
+        "unsampled",
+        "error_response",
+        "no_context",
+        "no_question",
+    )
+    assert set(NOT_A_SAMPLE) < set(REASONS)
     assert all(r.isidentifier() and r.islower() for r in REASONS)
 
 
@@ -84,21 +110,70 @@ RULES: list[tuple[str, dict[str, Any], dict[str, Any], Decision]] = [
     ("base rate skips high hash", {"rate": 0.5}, {"trace_id": HIGH}, Decision(False, "unsampled")),
     ("forced at rate 0", {"rate": 0.0}, {"trace_id": HIGH, "force": True}, Decision(True, "forced")),
     ("forced probe", {"rate": 0.0}, {"trace_id": HIGH, "force": True, "probe": "1"}, Decision(True, "forced")),
-    ("error at rate 0", {"rate": 0.0}, {"trace_id": HIGH, "outcome": "error"}, Decision(True, "error")),
-    ("cancelled counts as error", {"rate": 0.0}, {"outcome": "cancelled"}, Decision(True, "error")),
-    ("errors off", {"rate": 0.0, "sample_errors": False}, {"outcome": "error"}, Decision(False, "unsampled")),
+    (
+        "error at rate 0",
+        {"rate": 0.0, "sample_errors": True},
+        {"trace_id": HIGH, "outcome": "error"},
+        Decision(True, "error"),
+    ),
+    (
+        "cancelled counts as error",
+        {"rate": 0.0, "sample_errors": True},
+        {"outcome": "cancelled"},
+        Decision(True, "error"),
+    ),
+    ("4xx counts as error", {"rate": 0.0, "sample_errors": True}, {"status": 400}, Decision(True, "error")),
+    ("errors off by default", {"rate": 1.0}, {"trace_id": LOW, "outcome": "error"}, Decision(False, "error_response")),
+    ("4xx off by default", {"rate": 1.0}, {"trace_id": LOW, "status": 404}, Decision(False, "error_response")),
+    ("5xx off by default", {"rate": 1.0}, {"trace_id": LOW, "status": 503}, Decision(False, "error_response")),
+    ("2xx/3xx succeeded", {"rate": 1.0}, {"trace_id": LOW, "status": 304}, Decision(True, "rate")),
+    ("forced error", {"rate": 1.0}, {"outcome": "error", "force": True}, Decision(False, "error_response")),
+    ("no retriever ran", {"rate": 1.0}, {"trace_id": LOW, "retrieved": None}, Decision(False, "no_context")),
+    ("forced without context", {"rate": 1.0}, {"retrieved": None, "force": True}, Decision(False, "no_context")),
+    (
+        "probe without context",
+        {"rate": 1.0, "probe_rate": 1.0},
+        {"retrieved": None, "probe": "1"},
+        Decision(False, "no_context"),
+    ),
+    (
+        "error without context",
+        {"rate": 1.0, "sample_errors": True},
+        {"outcome": "error", "retrieved": None},
+        Decision(False, "no_context"),
+    ),
+    ("empty retrieval is a miss", {"rate": 1.0}, {"trace_id": LOW, "retrieved": []}, Decision(True, "rate")),
+    (
+        "uncountable retrieval",
+        {"rate": 1.0},
+        {"trace_id": LOW, "retrieved": None, "retrieve_seconds": 0.1},
+        Decision(True, "rate"),
+    ),
+    ("no question", {"rate": 1.0}, {"trace_id": LOW, "question": None}, Decision(False, "no_question")),
+    ("blank question", {"rate": 1.0}, {"trace_id": LOW, "question": " \n"}, Decision(False, "no_question")),
+    (
+        "error reason first",
+        {"rate": 1.0},
+        {"status": 400, "retrieved": None, "question": None},
+        Decision(False, "error_response"),
+    ),
     ("slow at rate 0", {"rate": 0.0, "slow_seconds": 2.0}, {"request_seconds": 2.0}, Decision(True, "slow")),
     ("not slow enough", {"rate": 0.0, "slow_seconds": 2.0}, {"request_seconds": 1.99}, Decision(False, "unsampled")),
     ("no request duration", {"rate": 0.0, "slow_seconds": 2.0}, {}, Decision(False, "unsampled")),
     ("slow off by default", {"rate": 0.0}, {"request_seconds": 1e9}, Decision(False, "unsampled")),
     (
         "error beats slow",
-        {"rate": 0.0, "slow_seconds": 1.0},
+        {"rate": 0.0, "slow_seconds": 1.0, "sample_errors": True},
         {"outcome": "error", "request_seconds": 5.0},
         Decision(True, "error"),
     ),
     ("probe excluded by default", {"rate": 1.0}, {"trace_id": LOW, "probe": "1"}, Decision(False, "probe")),
-    ("probe error excluded", {"rate": 1.0}, {"outcome": "error", "probe": "1"}, Decision(False, "probe")),
+    (
+        "probe error excluded",
+        {"rate": 1.0, "sample_errors": True},
+        {"outcome": "error", "probe": "1"},
+        Decision(False, "probe"),
+    ),
     ("probe included", {"rate": 0.0, "probe_rate": 1.0}, {"trace_id": HIGH, "probe": "1"}, Decision(True, "probe")),
     ("probe tag must be '1'", {"rate": 1.0}, {"trace_id": LOW, "probe": "0"}, Decision(True, "rate")),
 ]
@@ -235,6 +310,11 @@ def test_odd_run_fields_never_raise() -> None:
     run.tags["tenant"] = None  # type: ignore[assignment]
     sampler = Sampler(rate=1.0, slow_seconds=1.0, route_rates={"/a": 0.0}, tag_rates={"tenant=x": 0.0})
     assert sampler.decide(run) == Decision(True, "rate")
+    odd = make_run(LOW, question=b"bytes", retrieved=None, status="404")  # type: ignore[arg-type]
+    odd.durations = None  # type: ignore[assignment]
+    assert sampler.decide(odd) == Decision(False, "no_context")
+    odd.retrieved = []
+    assert sampler.decide(odd) == Decision(False, "no_question")
 
 
 # -- route and tag rates ----------------------------------------------------------------------------------
@@ -323,7 +403,7 @@ def test_ceiling_grants_exactly_n_per_simulated_second() -> None:
 
 def test_ceiling_caps_errors_and_slow_requests_too() -> None:
     clock = FakeClock()
-    sampler = Sampler(rate=0.0, slow_seconds=1.0, max_per_second=2, clock=clock)
+    sampler = Sampler(rate=0.0, slow_seconds=1.0, max_per_second=2, clock=clock, sample_errors=True)
     runs = [make_run(outcome="error"), make_run(request_seconds=3.0), make_run(outcome="error")]
     assert [sampler.decide(r) for r in runs] == [
         Decision(True, "error"),

@@ -106,6 +106,11 @@ def test_cascade_rescores_only_the_uncertain_claims(judge: SemanticJudge) -> Non
     assert [p[0] for p in calls.pairs] == [offline[1].claim.text]
     assert verdict.details["claims"][2]["verdict"] == "UNSUPPORTED"
     assert verdict.details["semantic"] == {"rescored": 1, "claims": 3}
+    # the vetoed claim flags the answer, whatever the re-read claims say (the offline judge's definition)
+    assert verdict.scores["hallucination_rate"] == 1.0
+    assert verdict.scores["faithfulness"] == pytest.approx(
+        sum(c["verdict"] == "SUPPORTED" for c in verdict.details["claims"]) / 3
+    )
     # the window the model read holds the lexical evidence, and the claim keeps that verbatim quote
     assert offline[1].evidence in calls.pairs[0][1]
     assert verdict.details["claims"][1]["evidence"] == offline[1].evidence

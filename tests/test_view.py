@@ -88,3 +88,19 @@ def test_bad_records_are_skipped_not_fatal() -> None:
     data = view_data(records, THRESHOLDS, POLICY)
     assert data["samples"] == 32  # the two dicts count as samples without scores; the string is ignored
     assert sum(data["timeline"]["series"]["faithfulness"]["count"]) == 30
+
+
+def test_the_hallucination_rate_line_is_a_ceiling() -> None:
+    records = scored_records(START)
+    data = view_data(records, {**THRESHOLDS, "hallucination_rate": 0.2}, POLICY, now=START + 700)
+    assert data["directions"]["hallucination_rate"] == "max" and data["directions"]["faithfulness"] == "min"
+    assert data["thresholds"]["hallucination_rate"] == 0.2
+    [rate] = [m for m in data["metrics"] if m["metric"] == "hallucination_rate"]
+    lies = [r for r in records if r["scores"]["hallucination_rate"] == 1.0]
+    assert rate["mean"] == pytest.approx(len(lies) / len(records)) and rate["status"] == "ok"  # ~1 in 7 < 0.2
+    series = data["timeline"]["series"]["hallucination_rate"]
+    assert sum(c * m for c, m in zip(series["count"], series["mean"], strict=True) if m is not None) == len(lies)
+    worst = [w for w in data["worst"] if w["metric"] == "hallucination_rate"]
+    assert len(worst) == 5 and all(w["score"] == 1.0 for w in worst)
+    flagged = [w for w in worst if w["sample_id"] != "s-<b>bold</b>"]  # its claims were doctored, not its scores
+    assert all(any(c["verdict"] == "UNSUPPORTED" for c in w["claims"]) for w in flagged)

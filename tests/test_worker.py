@@ -25,7 +25,7 @@ from ragwatch.metrics.catalog import WorkerMetrics, families
 from ragwatch.queue.contract import Queue
 from ragwatch.queue.factory import open_queue
 from ragwatch.queue.keys import Keys
-from ragwatch.sampling.sample import Sample, decode_sample
+from ragwatch.sampling.sample import Sample, SampleChunk, decode_sample
 from ragwatch.scoring.judges import TrivialJudge
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker
@@ -38,6 +38,11 @@ CHUNKS = [
     {"id": "exp-1", "text": "Hotels are reimbursed up to 600 CNY per night.", "score": 0.9},
     {"id": "exp-2", "text": "Taxi receipts within 30 days.", "score": 0.4},
 ]
+
+
+def one_chunk() -> list[SampleChunk]:
+    """What a hand-built sample needs to be a quality sample at all (the worker skips one without context)."""
+    return [SampleChunk(id="c1", rank=0, text="a")]
 
 
 def service_app(url: str, registry: CollectorRegistry, **settings: Any) -> tuple[ragwatch.RagWatch, Any]:
@@ -82,7 +87,9 @@ def test_round_trip_exactly_once(url: str, registry: CollectorRegistry) -> None:
     assert metric(registry, "ragwatch_sampling_decisions_total", service="kb", decision="sampled", reason="rate") == 60
 
     # A redelivered sample (same sample id) is acknowledged but never counted twice.
-    entries = [orjson.dumps(decode_sample(orjson.dumps({**r, "chunks": []}))) for r in records[:10]]
+    entries = [
+        orjson.dumps(decode_sample(orjson.dumps({**r, "chunks": [{"id": "exp-1", "rank": 0}]}))) for r in records[:10]
+    ]
     queue.add(entries)
     assert make_worker(queue, registry=registry).work(burst=True, max_seconds=30) == 10
     assert queue.totals()["answered"] == (60, 60.0)
@@ -132,7 +139,7 @@ def test_malformed_entries_are_dead_lettered_and_the_worker_goes_on(redis_url: s
     queue = open_queue(redis_url, "kb")
     client = redis.Redis.from_url(redis_url)
     keys = Keys("kb")
-    good = Sample(sample_id="good", service="kb", question="q", answer="a", chunks=[], created_at=time.time())
+    good = Sample(sample_id="good", service="kb", question="q", answer="a", chunks=one_chunk(), created_at=time.time())
     client.xadd(keys.samples, {"wrong-field": b"x"})
     client.xadd(keys.samples, {"s": b"{not json"})
     client.xadd(keys.samples, {"s": orjson.dumps({"sample_id": 5, "service": "kb"})})
@@ -166,7 +173,7 @@ class PoisonJudge:
 def test_poison_sample_is_retried_then_dead_lettered(url: str) -> None:
     queue = open_queue(url, "kb")
     samples = [
-        Sample(sample_id=f"s{i}", service="kb", question=q, answer="a", chunks=[], created_at=0.0)
+        Sample(sample_id=f"s{i}", service="kb", question=q, answer="a", chunks=one_chunk(), created_at=0.0)
         for i, q in enumerate(["fine", "poison", "fine too"])
     ]
     queue.add([orjson.dumps(s) for s in samples])
@@ -189,7 +196,9 @@ def test_scores_outside_0_1_are_rejected(url: str) -> None:
             return Verdict({"x": 1.5})
 
     queue = open_queue(url, "kb")
-    queue.add([orjson.dumps(Sample(sample_id="s", service="kb", question="q", answer="a", chunks=[], created_at=0))])
+    queue.add(
+        [orjson.dumps(Sample(sample_id="s", service="kb", question="q", answer="a", chunks=one_chunk(), created_at=0))]
+    )
     make_worker(queue, [Broken()], max_deliveries=1).work(burst=True, max_seconds=30)
     assert queue.totals() == {}
     assert "outside 0..1" in queue.dead_letters(1)[0]["error"]
@@ -219,7 +228,9 @@ def test_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(redis_ur
     queue.add(
         [
             orjson.dumps(
-                Sample(sample_id=f"s{i}", service="kb", question=f"q{i}", answer="a b", chunks=[], created_at=0.0)
+                Sample(
+                    sample_id=f"s{i}", service="kb", question=f"q{i}", answer="a b", chunks=one_chunk(), created_at=0.0
+                )
             )
             for i in range(n)
         ]
@@ -316,7 +327,13 @@ def test_worker_survives_redis_outage(tmp_path: Path) -> None:
         assert not worker.ready and thread.is_alive()
         server.start()
         queue.add(
-            [orjson.dumps(Sample(sample_id="after", service="kb", question="q", answer="a", chunks=[], created_at=0.0))]
+            [
+                orjson.dumps(
+                    Sample(
+                        sample_id="after", service="kb", question="q", answer="a", chunks=one_chunk(), created_at=0.0
+                    )
+                )
+            ]
         )
         deadline = time.monotonic() + 30
         while queue.totals().get("answered") != (1, 1.0):
@@ -344,7 +361,9 @@ def test_cli_worker_burst_and_health(redis_url: str) -> None:
     assert run_cli("health", "--service", "kb", "--redis-url", redis_url).returncode == 1  # no worker yet
     queue.add(
         [
-            orjson.dumps(Sample(sample_id=f"s{i}", service="kb", question="q", answer="a", chunks=[], created_at=0.0))
+            orjson.dumps(
+                Sample(sample_id=f"s{i}", service="kb", question="q", answer="a", chunks=one_chunk(), created_at=0.0)
+            )
             for i in range(5)
         ]
     )

@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def good(sample_id: str, **fields: Any) -> bytes:
     record = {"sample_id": sample_id, "service": "kb", "question": "q", "answer": "a", "created_at": time.time()}
+    record["chunks"] = [{"id": "c", "rank": 0, "text": "t"}]  # without context a sample is skipped, not scored
     return orjson.dumps({**record, **fields})
 
 
@@ -273,8 +274,13 @@ def test_wrong_password_is_logged_by_each_thread_as_authentication_failed(
         "kb", registry=CollectorRegistry(), redis_url=url, sample_rate=1.0, tracing=False, flush_interval=0.02
     )
 
+    @rw.retriever
+    def retrieve(question: str) -> list[str]:
+        return ["context"]
+
     @rw.pipeline
     def answer(question: str) -> str:
+        retrieve(question)  # a RAG run: sampled, so the flusher has something to write
         return "a"
 
     try:

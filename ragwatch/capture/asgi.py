@@ -1,8 +1,16 @@
-"""ASGI middleware: each HTTP request becomes one pipeline run.
+"""ASGI middleware: each HTTP request is timed as one pipeline run; RAG requests become samples.
 
 Works with any ASGI framework (Starlette, FastAPI, Litestar…) and imports none of them. The run covers the
 whole response, streamed bodies included: it ends when the app returns, after the last body chunk was
 sent. A 5xx response or an exception counts as an error; the exception itself propagates unchanged.
+
+Every watched path's latency and outcome are recorded, but only a RAG request is handed to the sampler:
+by default (no ``include=``) one during which the host's pipeline ran — a ``@rw.pipeline`` /
+``rw.request()``, a retriever or an LLM stage was entered. A crawler's 404, a CORS preflight, a 400 from a
+body the app refused or a refused ``/dashboard`` request then never reach the quality windows. With
+``include=`` prefixes, every request under them is handed on, as the host said (the sampler still skips
+those without context, without a question or with an error response). The response status goes with the
+run (``Run.status``).
 
 While the service is degraded, responses carry ``x-ragwatch-degraded: 1`` and the user notice in
 ``x-ragwatch-notice``. Requests carrying a *valid* probe header (signed by ``ragwatch replay``, see
@@ -73,8 +81,10 @@ class HTTPServerError(Exception):
 class RagwatchMiddleware:
     """``app = RagwatchMiddleware(app, watch=rw)`` or ``app.add_middleware(RagwatchMiddleware, watch=rw)``.
 
-    ``include``: path prefixes to watch (default: all); ``exclude``: path prefixes never watched
-    (default: metrics and health endpoints, which would otherwise dilute latency figures).
+    ``include``: path prefixes whose every request is a run for the sampler (default: all paths are timed,
+    and a request is handed to the sampler only when a pipeline, retriever or LLM stage ran during it);
+    ``exclude``: path prefixes never watched (default: metrics and health endpoints, which would otherwise
+    dilute latency figures).
     """
 
     def __init__(
@@ -163,13 +173,18 @@ class RagwatchMiddleware:
                     message = {**message, "headers": [*message.get("headers", ()), *self._degraded_headers()]}
             await send(message)
 
+        run = call.run if call._owner else None
         try:
             await self.app(scope, receive, send_wrapper)
         except BaseException as exc:
             call.deactivate()
+            if run is not None and status[0]:
+                run.status = status[0]
             call.fail(exc)
             raise
         call.deactivate()
+        if run is not None and status[0]:
+            run.status = status[0]
         call.finish(None, HTTPServerError(status[0]) if status[0] >= 500 else None)
 
     def _metrics_mount(self, scope: Scope) -> bool:
@@ -205,6 +220,8 @@ class RagwatchMiddleware:
                     call.span.set_attribute(sc.PROBE, True)
             if run is not None and call._owner:
                 run.client = self._client(scope)
+                if self.include is None:
+                    run.rag = False  # until a stage of the host's pipeline marks it (see the module docstring)
             call.activate()
             return call
         except Exception as exc:

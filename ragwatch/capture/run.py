@@ -40,11 +40,13 @@ class Run:
         "model",
         "outcome",
         "question",
+        "rag",
         "retrieved",
         "route",
         "service",
         "span_id",
         "started_at",
+        "status",
         "tags",
         "trace_id",
         "ttft",
@@ -71,8 +73,15 @@ class Run:
         self.durations: dict[str, float] = {}
         self.outcome = "ok"
         self.error: str | None = None
+        #: The HTTP status of the response (set by the ASGI middleware; None elsewhere). A 4xx is no
+        #: exception, so ``outcome`` stays "ok"; the sampler reads both (``error_response``).
+        self.status: int | None = None
         self.force = False
         self.tags: dict[str, str] = {}
+        #: Whether this is a RAG request, the only kind handed to listeners (the sampler). True for runs a
+        #: ``@rw.pipeline`` or ``rw.request()`` opened; the ASGI middleware opens its runs unmarked, and a
+        #: pipeline, retriever or LLM stage entered during the request marks them (so do ``force_sample``).
+        self.rag = True
 
     @property
     def chunks(self) -> list[Chunk]:
@@ -99,6 +108,7 @@ def force_sample(reason: str = "forced") -> None:
     run = _RUN.get()
     if run is not None:
         run.force = True
+        run.rag = True  # the host says so: handed to the sampler even from a request no stage marked
         run.tags["force_reason"] = reason
 
 

@@ -152,6 +152,8 @@ def record_retrieval(
 ) -> int | None:
     """A finished retriever call; returns how many chunks came back (None: nothing countable)."""
     _observe(rw, run, "retrieve", elapsed, exc)
+    if run is not None:
+        run.rag = True
     if exc is not None or result is None:
         return None
     try:
@@ -182,6 +184,8 @@ def record_generation(
     the span.
     """
     _observe(rw, run, "generate", elapsed, exc)
+    if run is not None:
+        run.rag = True
     text: str | None = None
     usage: Usage | None = None
     answered: str | None = None
@@ -232,21 +236,24 @@ def record_generation(
 
 
 def record_request(rw: CaptureHost, run: Run, elapsed: float, result: Any, exc: BaseException | None) -> None:
-    """Close a run and hand it to the listeners (the sampler); each listener's errors are contained."""
+    """Close a run and hand it to the listeners (the sampler) if it is a RAG request (``run.rag``); each
+    listener's errors are contained. Its latency is recorded either way."""
     run.outcome = _observe(rw, run, "request", elapsed, exc)
     if exc is not None:
         run.error = type(exc).__qualname__
     elif run.answer is None and isinstance(result, str):
         run.answer = result
-    if rw.listeners:
+    if rw.listeners and run.rag:
         rw.run_ended(run)
 
 
 def open_run(rw: CaptureHost, question: str | None, route: str | None) -> Run | None:
     """A new run for a request, or None inside one already running (a middleware run or an outer
-    pipeline), which the inner one joins: it may fill in the question, and records nothing itself."""
+    pipeline), which the inner one joins: it marks it a RAG request, may fill in the question, and records
+    nothing itself."""
     current = _RUN.get()
     if current is not None:
+        current.rag = True
         if question and current.question is None:
             current.question = question
         return None

@@ -325,7 +325,8 @@ class WorkerMetrics:
         self.skipped = Counter(
             SCORING_SKIPPED,
             "Sampled requests acknowledged without a score, by reason (budget: over the in-process scoring "
-            "budget; trimmed: dropped from the in-process queue before anything read them).",
+            "budget; trimmed: dropped from the in-process queue before anything read them; no_context, "
+            "no_question: not a quality sample).",
             ["service", "reason"],
             registry=registry,
         )

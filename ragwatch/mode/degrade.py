@@ -25,13 +25,34 @@ from typing import Any
 from ragwatch.errors import ConfigError
 from ragwatch.labels import safe_text
 
-__all__ = ["MAX_REASON_CHARS", "OVERRIDES", "ModeState", "Policy", "effective", "override_lost", "step", "window_value"]
+__all__ = [
+    "HIGHER_IS_WORSE",
+    "MAX_REASON_CHARS",
+    "OVERRIDES",
+    "ModeState",
+    "Policy",
+    "direction_of",
+    "effective",
+    "override_lost",
+    "step",
+    "window_value",
+]
 
 #: Longest reason kept from the store: anyone who can write to Redis can write the reason.
 MAX_REASON_CHARS = 300
 
 #: What an operator can force with ``ragwatch degrade on|off|auto``.
 OVERRIDES = ("auto", "on", "off")
+
+#: Scores that are rates of bad outcomes, where a higher window is worse: their lines are ceilings ("max").
+#: Every other score is a quality score held to a floor ("min"). The shipped Prometheus rules and Grafana
+#: alerts list the same names (``metric=~"hallucination_rate"``); a test keeps them in step.
+HIGHER_IS_WORSE = frozenset({"hallucination_rate"})
+
+
+def direction_of(metric: str) -> str:
+    """How ``metric``'s line is held: ``"max"`` (breached above it) for :data:`HIGHER_IS_WORSE`, else ``"min"``."""
+    return "max" if metric in HIGHER_IS_WORSE else "min"
 
 
 @dataclass(frozen=True, slots=True)

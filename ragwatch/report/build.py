@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragwatch.mode.degrade import direction_of
 from ragwatch.scoring.diagnosis import ADVICE, DIAGNOSES
 
 __all__ = [
@@ -41,11 +42,15 @@ __all__ = [
     "save_state",
 ]
 
-#: The scores reported, in table order (others present in the records are ignored).
-METRICS = ("faithfulness", "answer_relevance", "context_relevance", "context_precision_3")
-#: A mean this close under its threshold is a warning (⚠️) rather than a failure (❌).
+#: The scores reported, in table order (others present in the records are ignored). ``hallucination_rate``
+#: (share of answers with an unsupported claim) is held to a ceiling, the others to a floor
+#: (:func:`ragwatch.mode.degrade.direction_of`).
+METRICS = ("faithfulness", "hallucination_rate", "answer_relevance", "context_relevance", "context_precision_3")
+#: A mean this far past its threshold (under a floor, over a ceiling) is a warning (⚠️), further a failure (❌).
 WARN_BAND = 0.05
 DEFAULT_STATE_PATH = ".ragwatch-report.json"
+#: Worst samples of these carry their unsupported claims.
+_CLAIM_METRICS = ("faithfulness", "hallucination_rate")
 _STATUS_ICON = {"ok": "✅", "warn": "⚠️", "fail": "❌", "no data": "–"}
 
 
@@ -69,6 +74,7 @@ class MetricRow:
     delta: float | None  # mean minus the previous report's mean
     threshold: float | None
     status: str  # "ok" | "warn" | "fail" | "no data"
+    direction: str = "min"  # "min": the threshold is a floor (quality scores); "max": a ceiling (bad-outcome rates)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +116,7 @@ class Report:
                     "std": r.std,
                     "delta": r.delta,
                     "threshold": r.threshold,
+                    "direction": r.direction,
                     "status": r.status,
                 }
                 for r in self.rows
@@ -194,9 +201,15 @@ class Report:
         for r in self.rows:
             lines.append(
                 f"| {r.metric} | {r.samples} | {_num(r.mean)} | {_num(r.std)} | {_delta(r.delta)} | "
-                f"{'≥ ' + _num(r.threshold) if r.threshold is not None else '–'} | {_STATUS_ICON[r.status]} |"
+                f"{_bound(r.direction) + _num(r.threshold) if r.threshold is not None else '–'} | "
+                f"{_STATUS_ICON[r.status]} |"
             )
-        lines += ["", f"✅ at or above the threshold · ⚠️ within {WARN_BAND} under it · ❌ further under", ""]
+        lines += [
+            "",
+            f"✅ on the right side of the threshold (≥ a floor, ≤ a ceiling) · ⚠️ within {WARN_BAND} past it · "
+            "❌ further past",
+            "",
+        ]
         lines += ["## Worst samples", ""]
         any_worst = False
         for metric, samples in self.worst.items():
@@ -219,7 +232,7 @@ class Report:
                     )
             lines.append("")
         if not any_worst:
-            lines += ["No sample is under a threshold.", ""]
+            lines += ["No sample is past a threshold.", ""]
         lines += ["## Diagnoses", "", "| diagnosis | samples | share |", "|---|---:|---:|"]
         total = sum(self.diagnoses.values()) or 1
         for d, n in self._diagnoses_sorted():
@@ -235,6 +248,10 @@ class Report:
         else:
             lines += ["Nothing to look at first: no sample was diagnosed with a problem.", ""]
         return "\n".join(lines)
+
+
+def _bound(direction: str) -> str:
+    return "≤ " if direction == "max" else "≥ "
 
 
 def _num(x: float | None) -> str:
@@ -306,12 +323,17 @@ def _unsupported(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _status(mean: float | None, threshold: float | None) -> str:
+def _past(value: float, threshold: float, direction: str) -> float:
+    """How far ``value`` is on the wrong side of ``threshold`` (≤ 0: on the right side)."""
+    return value - threshold if direction == "max" else threshold - value
+
+
+def _status(mean: float | None, threshold: float | None, direction: str = "min") -> str:
     if mean is None:
         return "no data"
-    if threshold is None or mean >= threshold - 1e-12:
+    if threshold is None or _past(mean, threshold, direction) <= 1e-12:
         return "ok"
-    return "warn" if mean >= threshold - WARN_BAND - 1e-12 else "fail"
+    return "warn" if _past(mean, threshold, direction) <= WARN_BAND + 1e-12 else "fail"
 
 
 def build_report(
@@ -326,8 +348,8 @@ def build_report(
     """A report over score records (dicts shaped like :class:`~ragwatch.scoring.worker.ScoreRecord`).
 
     ``previous`` is a former report's :meth:`Report.state` (Δ column). Worst samples are, per metric, the
-    ``worst`` lowest scores *under* the threshold (lowest first; ties by sample id), so a healthy metric
-    lists none.
+    ``worst`` scores *past* the threshold — under a floor, lowest first; over a ceiling (``hallucination_rate``),
+    highest first; ties by sample id — so a healthy metric lists none.
     """
     records = [r for r in records if isinstance(r, Mapping)]
     prev_means = (previous or {}).get("means") or {}
@@ -336,13 +358,16 @@ def build_report(
     for metric in metrics:
         values = [(v, r) for r in records if (v := _score(r, metric)) is not None]
         threshold = thresholds.get(metric)
+        direction = direction_of(metric)
         mean = statistics.fmean(v for v, _ in values) if values else None
         std = statistics.pstdev([v for v, _ in values]) if values else None
         before = prev_means.get(metric)
         delta = mean - float(before) if mean is not None and isinstance(before, (int, float)) else None
-        rows.append(MetricRow(metric, len(values), mean, std, delta, threshold, _status(mean, threshold)))
-        under = [(v, r) for v, r in values if threshold is not None and v < threshold]
-        under.sort(key=lambda p: (p[0], str(p[1].get("sample_id", ""))))
+        status = _status(mean, threshold, direction)
+        rows.append(MetricRow(metric, len(values), mean, std, delta, threshold, status, direction))
+        sign = -1.0 if direction == "max" else 1.0
+        under = [(v, r) for v, r in values if threshold is not None and _past(v, threshold, direction) > 0]
+        under.sort(key=lambda p: (sign * p[0], str(p[1].get("sample_id", ""))))
         worst_by[metric] = [
             WorstSample(
                 sample_id=str(r.get("sample_id", "?")),
@@ -351,7 +376,7 @@ def build_report(
                 question=r.get("question"),
                 answer=r.get("answer"),
                 diagnosis=r.get("diagnosis"),
-                unsupported=_unsupported(r) if metric == "faithfulness" else [],
+                unsupported=_unsupported(r) if metric in _CLAIM_METRICS else [],
             )
             for v, r in under[:worst]
         ]

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ragwatch.mode.degrade import ModeState, Policy, effective, step, window_value
+from ragwatch.mode.degrade import ModeState, Policy, direction_of, effective, step, window_value
 from ragwatch.report.build import METRICS, _claims, _score, build_report
 from ragwatch.scoring.diagnosis import ADVICE, DIAGNOSES
 
@@ -267,6 +267,7 @@ def view_data(
         "advice": ADVICE.get(summary["look_first"] or "", ""),
         "timeline": {"step": step_s, "t": t_axis, "series": series},
         "thresholds": {m: thresholds.get(m) for m in metrics},
+        "directions": {m: direction_of(m) for m in metrics},  # "min": the line is a floor; "max": a ceiling
         "sla": sla,
         "degraded_periods": periods,
         "mode": mode_view,

@@ -1,10 +1,18 @@
 """Choose which finished requests are sent to the scoring workers.
 
 Scoring costs an LLM judge call per request, so only a sample can be scored; but the interesting requests
-(errors, slow ones, ones a user explicitly flagged) are rare and must not be lost to a low rate. The rules,
+(slow ones, ones a user explicitly flagged) are rare and must not be lost to a low rate. The rules,
 in the order :meth:`Sampler.decide` applies them, are therefore: explicit requests first, synthetic probe
-traffic kept apart, errors and slow requests always, then a per-route / per-tag / base rate — and a
-per-process ceiling so a traffic spike (or an error storm) cannot flood the queue and the judge budget.
+traffic kept apart, errors (with ``sample_errors``) and slow requests always, then a per-route / per-tag /
+base rate — and a per-process ceiling so a traffic spike (or an error storm) cannot flood the queue and
+the judge budget.
+
+Before any rule, a run that is not a quality sample at all is skipped, whatever else it is (forced
+included), with its reason counted: ``error_response`` (an exception, a cancellation or an HTTP status of
+400 or more, unless ``sample_errors``), ``no_context`` (no retriever ran during it: its answer has nothing
+to be faithful to, its context precision is not a number) and ``no_question`` (nothing to judge relevance
+against). Scored, such runs would be zeros in the rolling windows — a crawler's 404s alone could switch
+degraded mode on. A retriever that ran and found nothing is a quality sample: a retrieval miss.
 
 The rate decision hashes the trace id rather than drawing a random number, the way OpenTelemetry's
 ``TraceIdRatioBased`` sampler does: every replica then agrees on whether a trace is in the sample. With W3C
@@ -35,11 +43,24 @@ from ragwatch.errors import ConfigError
 if TYPE_CHECKING:
     from ragwatch.capture.run import Run
 
-__all__ = ["REASONS", "Decision", "Sampler", "TokenBucket"]
+__all__ = ["NOT_A_SAMPLE", "REASONS", "Decision", "Sampler", "TokenBucket"]
 
+#: Why a run is not a quality sample at all (never sampled, whatever the rules say); see the module docstring.
+NOT_A_SAMPLE: tuple[str, ...] = ("error_response", "no_context", "no_question")
 #: Every value :attr:`Decision.reason` can take. It is a Prometheus label value, so the set is closed:
 #: user-supplied text (a ``force_sample`` reason, a route) never becomes a reason.
-REASONS: tuple[str, ...] = ("forced", "probe", "error", "slow", "route", "tag", "rate", "ceiling", "unsampled")
+REASONS: tuple[str, ...] = (
+    "forced",
+    "probe",
+    "error",
+    "slow",
+    "route",
+    "tag",
+    "rate",
+    "ceiling",
+    "unsampled",
+    *NOT_A_SAMPLE,
+)
 
 _TWO_64 = 2**64
 _HEX32 = re.compile(r"[0-9a-fA-F]{32}")
@@ -66,6 +87,9 @@ _TAG = Decision(True, "tag")
 _RATE = Decision(True, "rate")
 _CEILING = Decision(False, "ceiling")
 _UNSAMPLED = Decision(False, "unsampled")
+_ERROR_RESPONSE = Decision(False, "error_response")
+_NO_CONTEXT = Decision(False, "no_context")
+_NO_QUESTION = Decision(False, "no_question")
 
 
 def _number(name: str, value: object) -> float:
@@ -168,6 +192,7 @@ class Sampler:
     wins. ``max_per_second`` caps the errors, slow requests and rate-sampled requests of this process;
     forced requests and probes are not capped. ``secret`` keys the trace-id hash (see the module docstring;
     None: OpenTelemetry's unkeyed ``TraceIdRatioBased`` rule, which a caller choosing trace ids can steer).
+    ``sample_errors`` makes failed requests quality samples, all of them (off: skipped as ``error_response``).
     """
 
     __slots__ = (
@@ -187,7 +212,7 @@ class Sampler:
         self,
         rate: float = 0.1,
         *,
-        sample_errors: bool = True,
+        sample_errors: bool = False,
         slow_seconds: float | None = None,
         route_rates: Mapping[str, float] | None = None,
         tag_rates: Mapping[str, float] | None = None,
@@ -217,13 +242,24 @@ class Sampler:
 
     def decide(self, run: Run) -> Decision:
         """Return the shared :class:`Decision` for ``run``; call once per run (the ceiling counts calls)."""
+        status = run.status
+        failed = run.outcome != "ok" or (type(status) is int and status >= 400)
+        if failed and not self._sample_errors:
+            return _ERROR_RESPONSE
+        if run.retrieved is None:
+            durations = run.durations  # "retrieve" is there when a retriever ran, even one that failed
+            if type(durations) is not dict or "retrieve" not in durations:
+                return _NO_CONTEXT
+        question = run.question
+        if not question or not isinstance(question, str) or question.isspace():
+            return _NO_QUESTION
         if run.force:
             return _FORCED  # an explicit request from the host: no rate or ceiling overrides it
         tags = run.tags
         if tags.get("probe") == "1":
             # Synthetic replay traffic would skew quality figures if mixed into the real-traffic sample.
             return _PROBE_IN if _chance(run.trace_id, self._probe_rate, self._probe_bound, self._key) else _PROBE_OUT
-        if self._sample_errors and run.outcome != "ok":
+        if failed:  # sample_errors is on
             return self._admit(_ERROR)
         if self._slow is not None and self._is_slow(run):
             return self._admit(_SLOW)

@@ -40,7 +40,7 @@ from ragwatch.scoring.diagnosis import Thresholds, diagnose
 from ragwatch.scoring.evaluation_events import EvaluationEvents
 from ragwatch.scoring.judges.base import Judge
 
-__all__ = ["SKIP_REASONS", "ScoreRecord", "Scoring", "Worker"]
+__all__ = ["SKIP_REASONS", "ScoreRecord", "Scoring", "Worker", "not_a_sample"]
 
 log = logging.getLogger("ragwatch.worker")
 
@@ -69,8 +69,28 @@ class ScoreRecord:
     span_id: str | None = None  # the sampled request's span: evaluation events are parented to it
 
 
-#: Why a delivered entry was acknowledged without being scored (``ragwatch_scoring_skipped_total``).
-SKIP_REASONS = ("budget", "trimmed")
+#: Why a delivered entry was acknowledged without being scored (``ragwatch_scoring_skipped_total``): over
+#: the in-process budget, trimmed before anything read it, or not a quality sample (:func:`not_a_sample`).
+SKIP_REASONS = ("budget", "trimmed", "no_context", "no_question")
+#: Seconds between two debug lines about samples that were not quality samples.
+_SKIP_LOG_SECONDS = 60.0
+
+
+def not_a_sample(sample: Sample) -> str | None:
+    """Why ``sample`` is no quality sample, or None when it is one.
+
+    ``no_context``: no retriever ran for it (no chunks, no ``retrieve`` duration) — faithfulness would call
+    every claim unsupported and context precision would be 0, zeros that are facts about the routing, not
+    about the answers. A retriever that ran and found nothing is a sample: a retrieval miss. ``no_question``:
+    nothing to grade relevance against. The service's sampler already skips such runs (and error responses,
+    a policy only the service knows: ``sample_errors``); this catches samples of older or foreign producers.
+    """
+    if not sample.chunks and "retrieve" not in sample.durations:
+        return "no_context"
+    question = sample.question
+    if (not question or question.isspace()) and sample.question_sha256 is None:
+        return "no_question"
+    return None
 
 
 class Scoring:
@@ -285,6 +305,7 @@ class Worker:
             else {}
         )
         self._skipped = {r: metrics.skipped.labels(service, r) for r in SKIP_REASONS} if metrics else {}
+        self._skip_logged = float("-inf")
         self._errors = metrics.queue_errors.labels(service, "worker") if metrics else None
 
     # -- the loop ---------------------------------------------------------------------------------------
@@ -382,6 +403,7 @@ class Worker:
         jobs: dict[Future[ScoreRecord], tuple[Entry, str | None]] = {}
         inline: list[tuple[Entry, Sample]] = []
         skipped: list[str] = []
+        unscored: list[tuple[str, str]] = []
         for entry in entries:
             if entry.deliveries > self.max_deliveries:
                 self._dead(entry, f"gave up after {entry.deliveries - 1} failed deliveries", "dead_lettered")
@@ -398,6 +420,10 @@ class Worker:
                 sample = decode_sample(entry.payload, self.limits)
             except SampleDecodeError as exc:
                 self._dead(entry, f"malformed: {exc}", "malformed")
+                continue
+            unfit = not_a_sample(sample)
+            if unfit is not None:  # acknowledged unscored: never judged, never in a window
+                unscored.append((entry.id, unfit))
                 continue
             client = sample.client if isinstance(sample.client, str) else None
             if self._pool is None:
@@ -436,9 +462,28 @@ class Worker:
             self._shed(shed)
         if skipped:
             self.skip("budget", len(skipped))
+        for _, reason in unscored:
+            self.skip(reason)
+        if unscored:
+            self._log_unscored(unscored)
         settled = [entry.id for (entry, *_), new in zip(scored, fresh, strict=True) if new is not None]
-        self.queue.ack(settled + skipped)
+        self.queue.ack(settled + skipped + [entry_id for entry_id, _ in unscored])
         self.processed += len(entries)
+
+    def _log_unscored(self, unscored: list[tuple[str, str]]) -> None:
+        """At debug level, at most once a minute: samples that were not quality samples (the counter has all)."""
+        now = time.monotonic()
+        if now - self._skip_logged < _SKIP_LOG_SECONDS or not log.isEnabledFor(logging.DEBUG):
+            return
+        self._skip_logged = now
+        entry_id, reason = unscored[0]
+        log.debug(
+            "ragwatch worker: %d samples acknowledged unscored, not quality samples (e.g. entry %s: %s); "
+            "see ragwatch_scoring_skipped_total",
+            len(unscored),
+            entry_id,
+            reason,
+        )
 
     def skip(self, reason: str, n: int = 1) -> None:
         """Count ``n`` samples acknowledged (or lost) without a score, by reason (see SKIP_REASONS)."""

@@ -10,6 +10,7 @@
 
   var METRIC_COLORS = {
     faithfulness: "#2563eb",
+    hallucination_rate: "#c026d3",
     answer_relevance: "#7c3aed",
     context_relevance: "#0891b2",
     context_precision_3: "#ea580c",
@@ -61,10 +62,21 @@
     );
   }
 
-  function status(value, threshold) {
+  // "min": the threshold is a floor (quality scores); "max": a ceiling (hallucination_rate, a rate of bad answers)
+  function direction(data, metric) {
+    return (data.directions && data.directions[metric]) || "min";
+  }
+
+  function bound(dir) {
+    return dir === "max" ? "\u2264 " : "\u2265 ";
+  }
+
+  function status(value, threshold, dir) {
     if (value === null || value === undefined) return "no data";
-    if (threshold === null || threshold === undefined || value >= threshold - 1e-12) return "ok";
-    return value >= threshold - WARN_BAND - 1e-12 ? "warn" : "fail";
+    if (threshold === null || threshold === undefined) return "ok";
+    var past = dir === "max" ? value - threshold : threshold - value;  // how far on the wrong side
+    if (past <= 1e-12) return "ok";
+    return past <= WARN_BAND + 1e-12 ? "warn" : "fail";
   }
 
   // bucket midpoints on the x axis, and the axis spanning whole buckets: a point sits in its bucket's middle
@@ -126,7 +138,7 @@
     ];
     var columns = [t, s.count, s.mean];
     if (threshold !== null && threshold !== undefined) {
-      series.push({ label: "threshold " + num(threshold, 2), stroke: "#b91c1c", dash: [6, 4], width: 1.5, points: { show: false } });
+      series.push({ label: "threshold " + bound(direction(data, metric)) + num(threshold, 2), stroke: "#b91c1c", dash: [6, 4], width: 1.5, points: { show: false } });
       columns.push(t.map(function () { return threshold; }));
     }
     var opts = {
@@ -252,7 +264,7 @@
     data.metrics.forEach(function (r) {
       var tr = el("tr", "status-" + r.status.replace(" ", "-"),
         el("td", null, r.metric), el("td", "n", r.samples), el("td", "n", num(r.mean)), el("td", "n", num(r.std)),
-        el("td", "n", delta(r.delta)), el("td", "n", r.threshold === null ? "\u2013" : "\u2265 " + num(r.threshold)),
+        el("td", "n", delta(r.delta)), el("td", "n", r.threshold === null ? "\u2013" : bound(r.direction) + num(r.threshold)),
         el("td", "icon", (ICON[r.status] || "") + " " + r.status));
       body.append(tr);
     });
@@ -272,7 +284,7 @@
       var tr = el("tr", null, el("td", "slice", el("span", "kind", row.kind), row.value), el("td", "n", row.samples));
       h.metrics.forEach(function (m) {
         var c = row.cells[m];
-        var st = status(c.mean, data.thresholds[m]);
+        var st = status(c.mean, data.thresholds[m], direction(data, m));
         var td = el("td", "cell " + st.replace(" ", "-"), c.mean === null ? "\u2013" : num(c.mean, 2), el("small", null, c.n ? " n=" + c.n : ""));
         td.title = m + " on " + row.kind + " " + row.value + ": " + num(c.mean) + " over " + c.n + " samples";
         tr.append(td);
@@ -309,7 +321,7 @@
     var card = el("article", "sample");
     card.setAttribute("data-sample-id", w.sample_id);
     card.append(el("div", "sample-head",
-      el("span", "score " + status(w.score, th), num(w.score, 2)),
+      el("span", "score " + status(w.score, th, direction(data, w.metric)), num(w.score, 2)),
       el("span", "metric", w.metric),
       w.diagnosis ? el("span", "diag", w.diagnosis) : null,
       w.route ? el("span", "tagline", "route " + w.route) : null,
@@ -364,12 +376,14 @@
       state.rendered++;
       return;
     }
-    var scores = section("Scores", "\u2705 at or above the threshold \u00b7 \u26a0\ufe0f within " + WARN_BAND + " under it \u00b7 \u274c further under");
+    var scores = section("Scores", "\u2705 on the right side of the threshold (\u2265 a floor, \u2264 a ceiling) \u00b7 \u26a0\ufe0f within " +
+      WARN_BAND + " past it \u00b7 \u274c further past");
     scores.append(metricTable(data));
     app.append(scores);
 
     var over = section("Over time", "mean per " + stepLabel(data.timeline.step) + "; red bands: degraded mode" +
-      (data.sla ? " (" + data.sla.metric + " < " + data.sla.threshold + " over the window, replayed from the scores)" : ""));
+      (data.sla ? " (" + data.sla.metric + (data.sla.direction === "max" ? " > " : " < ") + data.sla.threshold +
+        " over the window, replayed from the scores)" : ""));
     var grid = el("div", "grid");
     over.append(grid);
     app.append(over);
@@ -383,8 +397,8 @@
     slices.append(heatmap(data));
     app.append(slices);
 
-    var worst = section("Worst samples", "lowest scores under their threshold, per metric");
-    if (!data.worst.length) worst.append(el("p", "muted", "No sample is under a threshold."));
+    var worst = section("Worst samples", "scores past their threshold, per metric, worst first");
+    if (!data.worst.length) worst.append(el("p", "muted", "No sample is past a threshold."));
     data.worst.forEach(function (w) { worst.append(sampleCard(w, data)); });
     app.append(worst);
     state.rendered++;

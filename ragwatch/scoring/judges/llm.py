@@ -25,6 +25,8 @@ Scores (names from :mod:`ragwatch.scoring.judges.base`):
   ``details["faithfulness_basis"] = "no verifiable claims"``: nothing was invented, and a correct refusal
   must not read as a hallucination. A missing or empty answer (a failed request) gets *no* faithfulness
   score, as in the offline judge, so failures do not flatter the rolling means;
+- ``hallucination_rate`` = 1.0 when any verifiable claim is UNSUPPORTED (a downgraded or unknown verdict
+  included), else 0.0; present exactly when ``faithfulness`` is (both from ``base.claim_scores``);
 - ``context_relevance`` = mean graded chunk relevance (0 when nothing was retrieved);
 - ``context_precision_{k}`` = mean relevance of the top k, a missing chunk counting 0;
 - ``context_precision_ranked_{k}`` = Ragas' rank-aware form with relevance ≥ 0.5 as relevant;
@@ -63,8 +65,8 @@ from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.base import (
     ANSWER_RELEVANCE,
     CONTEXT_RELEVANCE,
-    FAITHFULNESS,
     Verdict,
+    claim_scores,
     context_precision,
     context_precision_ranked,
 )
@@ -340,14 +342,14 @@ class LLMJudge:
             # about, and a 1.0 would flatter failed requests in the rolling means. Like the offline judge,
             # report no faithfulness; an empty answer does not address the question (answer relevance 0).
             details["faithfulness_basis"] = NO_ANSWER if answer is None else EMPTY_ANSWER
-        elif verifiable:
-            scores[FAITHFULNESS] = counts["supported"] / verifiable
         else:
-            # Nothing checkable was asserted (no claims, or only "the context does not say"): nothing was
-            # invented, so the answer is faithful. Scoring it 0 would punish correct refusals; leaving the
-            # score out would hide refusals from the rolling means. The basis says why.
-            scores[FAITHFULNESS] = 1.0
-            details["faithfulness_basis"] = NO_VERIFIABLE_CLAIMS
+            # faithfulness and hallucination_rate as every claim-splitting judge computes them. Nothing
+            # checkable asserted (no claims, or only "the context does not say"): nothing was invented, so the
+            # answer is faithful (1.0, no hallucination). Scoring it 0 would punish correct refusals; leaving
+            # the score out would hide refusals from the rolling means. The basis says why.
+            scores.update(claim_scores(counts["supported"], verifiable - counts["supported"]))
+            if not verifiable:
+                details["faithfulness_basis"] = NO_VERIFIABLE_CLAIMS
         # No chunks retrieved: nothing relevant was retrieved (0), not "unknown".
         scores[CONTEXT_RELEVANCE] = sum(relevances) / len(relevances) if relevances else 0.0
         if not relevances:

@@ -41,8 +41,10 @@ How faithfulness is judged, for each claim of :func:`~ragwatch.scoring.judges.cl
    number set on the dev files. ``p_supported`` in each claim's details is that adjusted probability.
 
 **Faithfulness** is supported / (claims − unverifiable): a share an on-call engineer can read as "3 of 4
-claims supported", not a confidence. **fully_supported** is the confidence: the product of the verifiable
-claims' P(supported), the judge's probability that nothing in the answer was invented. Most answers
+claims supported", not a confidence. **hallucination_rate** is 1.0 when any verifiable claim is
+UNSUPPORTED (else 0.0), so its window is the share of answers holding an invented claim.
+**fully_supported** is the confidence: the product of the verifiable claims' P(supported), the judge's
+probability that nothing in the answer was invented. Most answers
 have faithfulness 1.0, so only this score can rank them (response AUC on RAGTruth dev 0.85 against 0.77 for
 1 − faithfulness; on the training corpus it ranks better on every set too).
 
@@ -76,7 +78,9 @@ from ragwatch.scoring.judges.base import (
     CONTEXT_RELEVANCE,
     FAITHFULNESS,
     FULLY_SUPPORTED,
+    HALLUCINATION_RATE,
     Verdict,
+    claim_scores,
     context_precision,
     context_precision_ranked,
 )
@@ -99,6 +103,7 @@ __all__ = [
     "claim_labels",
     "faithfulness",
     "fully_supported",
+    "hallucinated",
 ]
 
 
@@ -179,10 +184,22 @@ def faithfulness(analyses: Sequence[ClaimAnalysis]) -> tuple[float, str, set[str
     """
     verifiable = [a for a in analyses if not a.unverifiable]
     used = {a.chunk_id for a in verifiable if a.verdict == SUPPORTED and a.chunk_id}
-    if not verifiable:
-        return 1.0, "no verifiable claim: the answer asserts nothing checkable (refusal or meta statements only)", used
     supported = sum(1 for a in verifiable if a.verdict == SUPPORTED)
-    return supported / len(verifiable), f"{supported} of {len(verifiable)} verifiable claims supported", used
+    score = claim_scores(supported, len(verifiable) - supported)[FAITHFULNESS]
+    if not verifiable:
+        return (
+            score,
+            "no verifiable claim: the answer asserts nothing checkable (refusal or meta statements only)",
+            used,
+        )
+    return score, f"{supported} of {len(verifiable)} verifiable claims supported", used
+
+
+def hallucinated(analyses: Sequence[ClaimAnalysis]) -> float:
+    """``hallucination_rate`` of one answer: 1.0 when a verifiable claim is UNSUPPORTED, else 0.0."""
+    verifiable = [a for a in analyses if not a.unverifiable]
+    supported = sum(1 for a in verifiable if a.verdict == SUPPORTED)
+    return claim_scores(supported, len(verifiable) - supported)[HALLUCINATION_RATE]
 
 
 def fully_supported(analyses: Sequence[ClaimAnalysis]) -> float:
@@ -217,6 +234,7 @@ def build_verdict(
     used: set[str] = set()
     if answer is not None and answer.strip():
         scores[FAITHFULNESS], details["faithfulness_basis"], used = faithfulness(analyses)
+        scores[HALLUCINATION_RATE] = hallucinated(analyses)
         scores[FULLY_SUPPORTED] = fully_supported(analyses)
         details["claims"] = [a.as_detail() for a in analyses]
         scores[ANSWER_RELEVANCE] = answer_relevance()
