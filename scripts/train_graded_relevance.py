@@ -47,7 +47,7 @@ import numpy as np
 import trainkit as kit
 from train_relevance import fit_listwise
 
-from ragwatch.scoring.judges.relevance_cues import _CJK_RE, _root, is_cjk_question, question_kind
+from ragwatch.scoring.judges.relevance_cues import _CJK_RE, QuestionCues, _root, is_cjk_question
 from ragwatch.scoring.judges.relevance_graded import (
     BACKGROUND_PATH,
     GRADED_FEATURES,
@@ -55,6 +55,7 @@ from ragwatch.scoring.judges.relevance_graded import (
     GRADED_WEIGHTS_PATH,
     TOPIC_FEATURES,
     Background,
+    answer_capped,
     graded_features,
 )
 from ragwatch.scoring.judges.text import analyse_text, content_tokens
@@ -71,8 +72,6 @@ SEED = 0
 BANDS = (0.3, 0.35, 0.4, 0.45)
 SHARPNESS = (1.5, 2.0, 3.0, 4.0)
 N_TOPIC = len(TOPIC_FEATURES)
-OTHER_YEAR = GRADED_FEATURES.index("other_year")
-ANSWER_TYPE = GRADED_FEATURES.index("answer_type")
 
 
 # ------------------------------------------------------------------------------------------- background
@@ -161,11 +160,11 @@ def graded_rows(data: Path, files: tuple[str, ...], background: Background, pool
     rng = random.Random(SEED)
     cache: dict[str, Any] = {}
 
-    def feats(question: str, text: str) -> list[float]:
+    def feats(cues: QuestionCues, text: str) -> list[float]:
         an = cache.get(text)
         if an is None:
             an = cache[text] = analyse_text(text)
-        return graded_features(question, text, an, background)
+        return graded_features(cues, text, an, background)
 
     x, grade, file_of, qid_of, group_of, cjk_of, texts, capped = [], [], [], [], [], [], [], []
     for fname in files:
@@ -184,10 +183,10 @@ def graded_rows(data: Path, files: tuple[str, ...], background: Background, pool
                     chosen.append((other[rng.randrange(len(other))]["passage"], 0))
             foreign = pool[1] if cjk else pool[0]
             chosen += [(foreign[rng.randrange(len(foreign))], 0) for _ in range(FOREIGN)]
-            must_carry = question_kind(question) in ("date", "number")
+            cues = QuestionCues.of(question)
             for text, g in chosen:
-                x.append(feats(question, text))
-                capped.append(bool(x[-1][OTHER_YEAR]) or (must_carry and not x[-1][ANSWER_TYPE]))
+                x.append(feats(cues, text))
+                capped.append(answer_capped(cues, x[-1]))
                 grade.append(g)
                 file_of.append(fname)
                 qid_of.append(qid)

@@ -169,3 +169,17 @@ def close_openai_clients() -> Iterator[None]:
                 asyncio.run(client.close())
             else:
                 client.close()
+
+
+#: Four facts about a bridge and a faithful five-claim answer from them: tests of one invented number among
+#: true claims (the per-answer hallucination_rate against mean faithfulness).
+BRIDGE_FACTS = [
+    "The old stone bridge over the river Ems is 120 meters long and was built in 1990.",
+    "The bridge carries four lanes of traffic and a bike path on its south side.",
+    "It was designed by the engineer Anna Berg and cost 30 million euros.",
+    "About 18,000 vehicles cross the bridge every day.",
+]
+BRIDGE_ANSWER = (
+    "The stone bridge over the Ems is 120 meters long. It was built in 1990. The bridge carries four lanes of "
+    "traffic. It was designed by Anna Berg. About 18,000 vehicles cross it every day."
+)

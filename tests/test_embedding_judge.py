@@ -127,32 +127,13 @@ def test_score_names_and_ranges(judge: EmbeddingJudge) -> None:
     assert judge.score(make("q?", "Paris.", [])).details["claims"][0]["verdict"] == "UNSUPPORTED"
 
 
-def test_chunk_embeddings_are_cached_by_chunk_and_bounded(judge: EmbeddingJudge) -> None:
-    from ragwatch.scoring.judges.lru import LRUCache
-
-    encoded: list[str] = []
-    encode = judge._encode
-
-    def spy(texts):
-        encoded.extend(texts)
-        return encode(texts)
-
-    saved = judge._chunk_cache
-    judge._chunk_cache = LRUCache(2)
-    judge._encode = spy  # type: ignore[method-assign]
-    try:
-        sample = make("What is the capital of France?", "Paris is the capital of France.", CONTEXT)
-        first = judge.score(sample)
-        assert set(CONTEXT) <= set(encoded)
-        encoded.clear()
-        second = judge.score(sample)
-        assert not set(CONTEXT) & set(encoded)  # both chunks came from the cache
-        assert second.details["chunks"] == first.details["chunks"]
-        judge.score(make("Where?", "Rome.", ["One text.", "Two text.", "Three text."]))
-        assert len(judge._chunk_cache) == 2  # bounded
-    finally:
-        judge._chunk_cache = saved
-        del judge._encode
+def test_chunks_are_never_embedded(judge: EmbeddingJudge, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunk relevance is the offline graded relevance: embedding a chunk would be paid for and never read."""
+    spy = _EncodeSpy(judge)
+    monkeypatch.setattr(judge._embedder, "encode", spy)
+    judge.score(make("What is the capital of France?", "Paris is the capital of France.", CONTEXT))
+    judge.score_many(_batch())
+    assert not any(c in texts for texts in spy.calls for c in (*CONTEXT, "Aspirin thins blood."))
 
 
 def test_name_version_and_registration(judge: EmbeddingJudge) -> None:
@@ -202,27 +183,22 @@ def test_score_many_embeds_every_distinct_text_of_a_batch_in_one_model_call(
 ) -> None:
     from ragwatch.scoring.judges.lru import LRUCache
 
-    for cache in ("_chunk_cache", "_text_cache"):
-        monkeypatch.setattr(judge, cache, LRUCache(16))
+    monkeypatch.setattr(judge, "_text_cache", LRUCache(16))
     spy = _EncodeSpy(judge)
     monkeypatch.setattr(judge._embedder, "encode", spy)
     batch = _batch()
     verdicts = judge.score_many(batch)
     (texts,) = spy.calls  # one call for the whole batch (the old judge made one more per answered sample)
     assert len(texts) == len(set(texts))  # each distinct text once
-    assert {"What did the physician do?", "How was the headache treated?", *CONTEXT, "Aspirin thins blood."} <= set(
-        texts
-    )
+    assert {"What did the physician do?", "How was the headache treated?"} <= set(texts)
     assert {PARAPHRASE, "It worked within an hour.", "A doctor gave medicine for it."} <= set(texts)  # claims
     # the same answers as one at a time, where nothing is shared
-    for cache in ("_chunk_cache", "_text_cache"):
-        monkeypatch.setattr(judge, cache, LRUCache(0))
+    monkeypatch.setattr(judge, "_text_cache", LRUCache(0))
     for sample, verdict in zip(batch, verdicts, strict=True):
         alone = judge.score(sample)
         assert alone.scores == pytest.approx(verdict.scores, abs=1e-4)
-    # a replay of the batch: every question, chunk and claim from the caches, no model call
-    for cache in ("_chunk_cache", "_text_cache"):
-        monkeypatch.setattr(judge, cache, LRUCache(16))
+    # a replay of the batch: every question and claim from the cache, no model call
+    monkeypatch.setattr(judge, "_text_cache", LRUCache(16))
     judge.score_many(batch)
     spy.calls.clear()
     again = judge.score_many(batch)
@@ -308,9 +284,7 @@ def test_cjk_questions_keep_the_offline_relevance_and_embed_no_chunk(
     """The default bi-encoder is an English model: on the corpus' Chinese set its cosine added nothing, so a
     CJK question's chunks are scored by the offline relevance model and never embedded (the judge used to
     embed them and rank Chinese dev lists worse than the offline judge)."""
-    from ragwatch.scoring.judges.lru import LRUCache
 
-    monkeypatch.setattr(judge, "_chunk_cache", LRUCache(16))
     spy = _EncodeSpy(judge)
     monkeypatch.setattr(judge._embedder, "encode", spy)
     question = "2023年北京马拉松有多少人参加？"
@@ -320,7 +294,6 @@ def test_cjk_questions_keep_the_offline_relevance_and_embed_no_chunk(
     verdict = judge.score_many([make(question, "", chunks)])[0]
     assert [c["relevance"] for c in verdict.details["chunks"]] == pytest.approx(offline, abs=1e-4)
     assert not any(c in texts for texts in spy.calls for c in chunks)
-    assert len(judge._chunk_cache) == 0
     # an English question's chunk relevance is the offline graded relevance too (a function of the question
     # and the chunk alone, so CP@K against a fixed SLA reads the same with either judge)
     english = judge.relevance("How many runners took part in the Beijing marathon?", ["30,000 runners ran in Beijing."])

@@ -24,18 +24,10 @@ from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.judges.offline import OfflineJudge
 from ragwatch.scoring.worker import Worker
 from ragwatch.settings import HALLUCINATION_RATE_LINE, load_settings
+from tests.conftest import BRIDGE_ANSWER as TRUE_ANSWER
+from tests.conftest import BRIDGE_FACTS as FACTS
 from tests.conftest import sample as metric
 
-FACTS = [
-    "The old stone bridge over the river Ems is 120 meters long and was built in 1990.",
-    "The bridge carries four lanes of traffic and a bike path on its south side.",
-    "It was designed by the engineer Anna Berg and cost 30 million euros.",
-    "About 18,000 vehicles cross the bridge every day.",
-]
-TRUE_ANSWER = (
-    "The stone bridge over the Ems is 120 meters long. It was built in 1990. The bridge carries four lanes of "
-    "traffic. It was designed by Anna Berg. About 18,000 vehicles cross it every day."
-)
 INVENTED = [("1990", "1994"), ("18,000", "25,000"), ("120 meters", "150 meters")]  # one number per answer
 WINDOW = 200
 

@@ -16,6 +16,8 @@ from ragwatch.scoring.judges.claim_features import FAITH_FEATURES, SUPPORTED, UN
 from ragwatch.scoring.judges.offline import WEIGHTS_PATH, OfflineJudge, claim_labels
 from ragwatch.scoring.judges.unverifiable import is_unverifiable
 from ragwatch.scoring.retrieval_metrics import context_precision_ranked as context_precision_rank_aware
+from tests.conftest import BRIDGE_ANSWER as TRUE_ANSWER
+from tests.conftest import BRIDGE_FACTS as FACTS
 from tests.conftest import judge_sample as make
 
 
@@ -538,17 +540,6 @@ def test_chunk_cache_size_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ------------------------------------------------------------------------------- hallucination rate
-
-FACTS = [
-    "The old stone bridge over the river Ems is 120 meters long and was built in 1990.",
-    "The bridge carries four lanes of traffic and a bike path on its south side.",
-    "It was designed by the engineer Anna Berg and cost 30 million euros.",
-    "About 18,000 vehicles cross the bridge every day.",
-]
-TRUE_ANSWER = (
-    "The stone bridge over the Ems is 120 meters long. It was built in 1990. The bridge carries four lanes of "
-    "traffic. It was designed by Anna Berg. About 18,000 vehicles cross it every day."
-)
 
 
 @pytest.mark.parametrize("invented", [None, ("1990", "1994"), ("18,000", "25,000"), ("120 meters", "150 meters")])

@@ -79,12 +79,20 @@ from ragwatch.scoring.evaluate import (
     _make_judge,
     _plain,
     _progress,
+    add_settings_options,
     detect_kind,
     load_rows,
     row_to_sample,
 )
 from ragwatch.scoring.judge_metrics import roc_auc
-from ragwatch.scoring.judges.base import CONTEXT_RELEVANCE, FAITHFULNESS, Verdict, context_precision
+from ragwatch.scoring.judges.base import (
+    CONTEXT_RELEVANCE,
+    FAITHFULNESS,
+    HALLUCINATION_RATE,
+    Verdict,
+    context_precision,
+)
+from ragwatch.settings import HALLUCINATION_RATE_LINE
 
 __all__ = [
     "ANSWER",
@@ -108,9 +116,6 @@ __all__ = [
 
 PROG = "ragwatch eval-alerts"
 CP3 = context_precision(3)
-#: Per answer: 1.0 with at least one UNSUPPORTED claim (``judges.base.HALLUCINATION_RATE`` where the judges
-#: give it); computed here from the verdict's claims for a judge that does not.
-HALLUCINATION_RATE = "hallucination_rate"
 HEALTHY = ("gold", "realistic")
 INVARIANCE_TOLERANCE = 0.05
 
@@ -722,7 +727,7 @@ def _parser() -> argparse.ArgumentParser:
         "--hallucination-line",
         type=float,
         metavar="X",
-        help="hallucination_rate a window must not exceed (default: health_thresholds' hallucination_rate, else 0.2)",
+        help="hallucination_rate a window must not exceed (default: health_thresholds' hallucination_rate, 0.22)",
     )
     parser.add_argument(
         "--faithfulness-line",
@@ -737,9 +742,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="chunks per relevance file also scored alone, to compare with their in-list relevance (default: 200)",
     )
-    parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
-    parser.add_argument("--judge-base-url", help="LLM judge endpoint (default: $RAGWATCH_JUDGE_BASE_URL)")
-    parser.add_argument("--judge-model", help="LLM judge model (default: $RAGWATCH_JUDGE_MODEL)")
+    add_settings_options(parser)
     return parser
 
 
@@ -755,7 +758,9 @@ def _options(args: argparse.Namespace, settings: Any) -> Options:
         rates=tuple(args.rates),
         compare=tuple(args.compare or ((0.1, 0.3),)),
         hallucination_line=float(
-            args.hallucination_line if args.hallucination_line is not None else health.get(HALLUCINATION_RATE, 0.2)
+            args.hallucination_line
+            if args.hallucination_line is not None
+            else health.get(HALLUCINATION_RATE, HALLUCINATION_RATE_LINE)
         ),
         faithfulness_line=float(
             args.faithfulness_line if args.faithfulness_line is not None else health.get(FAITHFULNESS, 0.75)
@@ -783,10 +788,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.config_file, judge_base_url=args.judge_base_url, judge_model=args.judge_model)
         options = _options(args, settings)
         out = run(args.files, args.judge, options, settings)
-    except EvalInputError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:  # an unknown --judge name, settings that do not validate
+    except (EvalInputError, ConfigError) as exc:  # ConfigError: an unknown --judge, settings that do not validate
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -635,10 +635,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also 95%% bootstrap intervals of every figure (1,000 resamples of answers, or of questions)",
     )
+    add_settings_options(parser)
+    return parser
+
+
+def add_settings_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the evaluation commands that say where the settings (and the LLM judge) come from."""
     parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
     parser.add_argument("--judge-base-url", help="LLM judge endpoint (default: $RAGWATCH_JUDGE_BASE_URL)")
     parser.add_argument("--judge-model", help="LLM judge model (default: $RAGWATCH_JUDGE_MODEL)")
-    return parser
 
 
 def run(

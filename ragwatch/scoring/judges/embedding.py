@@ -14,13 +14,11 @@ model is unsure of, with the lexical score kept wherever held-out data says it i
 
 What the embeddings still do:
 
-* **Chunk relevance** is the offline judge's relevance model with the cosine of question and chunk as one
-  more ranking feature, fitted on the training corpus like
-  the rest of it and calibrated the same way (``embedding_relevance_weights.json``,
-  ``scripts/train_embedding_relevance.py``). It used to be a hand-set logistic of the cosine alone, which
-  ranked worse on every training file and on both dev files, and was worst on Chinese. Questions written
-  in CJK script keep the offline judge's relevance, and their chunks are not embedded: the default model
-  is an English one, and on the corpus' Chinese set its cosine added nothing to the ranking.
+* **Chunk relevance** is *not* theirs any more: it is the offline judge's graded relevance
+  (:mod:`~ragwatch.scoring.judges.relevance_graded`), a function of the question and one chunk alone, so
+  CP@K against a fixed SLA reads the same with either judge, and no chunk is embedded. The cosine used to
+  be a ranking feature of a list model (``embedding_relevance_weights.json``), which ranked a list well but
+  made every list's mean about the same.
 * **Answer relevance** is the offline judge's, raised when the claims are semantically close to the
   question (a claim–question cosine of ``rel_midpoint`` counts as 0.5; only able to raise the offline
   figure) but never over the cap of a failed check — an answer with last year's figures, or a place for a
@@ -30,12 +28,10 @@ What the embeddings still do:
 
 Why it is shaped for speed the way it is: on a CPU the bi-encoder's cost is its word pieces (about 20
 MFLOP each for MiniLM-L6), so everything avoids reading a text twice. :meth:`score_many` gathers every
-question, chunk and claim of its batch that no cache holds and embeds them, each distinct text once, in one
-model call (sorted by length there, so padding stays short). Chunk embeddings are kept in a bounded LRU
-keyed by chunk id and text digest (retrievers return the same chunks again and again), question and claim
-embeddings in a second one keyed by text digest (a replayed or repeated sample costs no model call), both
-bounded by ``cache_size`` entries of 1.5 KB. Chunks are read up to the word pieces the default model was
-trained at (128; the library's default for it is 256), which halves the cost of a long chunk.
+question and claim of its batch that no cache holds and embeds them, each distinct text once, in one model
+call (sorted by length there, so padding stays short). Embeddings are kept in a bounded LRU keyed by text
+digest (a replayed or repeated sample costs no model call), ``cache_size`` entries of 1.5 KB. Texts are
+read up to the word pieces the default model was trained at (128; the library's default for it is 256).
 """
 
 from __future__ import annotations
@@ -56,7 +52,7 @@ from ragwatch.scoring.judges.calibration import sigmoid
 from ragwatch.scoring.judges.claim_features import ClaimAnalysis
 from ragwatch.scoring.judges.crossencoder import torch_threads
 from ragwatch.scoring.judges.lru import LRUCache
-from ragwatch.scoring.judges.relevance import RelevanceScorer, is_cjk_question
+from ragwatch.scoring.judges.relevance import RelevanceScorer
 from ragwatch.scoring.judges.semantic import SemanticJudge
 from ragwatch.scoring.judges.text import TextAnalysis
 
@@ -154,7 +150,6 @@ class EmbeddingJudge(SemanticJudge):
         raise_ = self._chunk_relevance.answer_similarity
         self.rel_midpoint = float(raise_["midpoint"]) if rel_midpoint is None else rel_midpoint
         self.rel_slope = float(raise_["slope"]) if rel_slope is None else rel_slope
-        self._chunk_cache = LRUCache(cache_size)
         self._text_cache = LRUCache(cache_size)
         #: bi-encoder calls (one per :meth:`score_many` batch with anything left to embed)
         self.model_calls = 0
@@ -183,35 +178,19 @@ class EmbeddingJudge(SemanticJudge):
     def _digest(text: str) -> bytes:
         return hashlib.blake2b(text.encode("utf-8"), digest_size=12).digest()
 
-    @classmethod
-    def _chunk_key(cls, chunk_id: str, text: str) -> tuple[str, bytes]:
-        return chunk_id, cls._digest(text)
-
     # -- relevance
 
     def relevance(self, question: str, texts: Sequence[str]) -> list[float]:
-        """Graded relevance (0..1) of each text to the question (the module docstring says how)."""
+        """Graded relevance (0..1) of each text to the question: the offline judge's (module docstring)."""
         if not texts:
             return []
-        analyses = [self._offline._chunk_analysis(t or "") for t in texts]
-        if is_cjk_question(question or ""):
-            return self._offline.relevance(question, texts, analyses)
-        emb = self._encode([question or "", *[t or "" for t in texts]])
-        return self._relevance_from(question, texts, analyses, emb[0], emb[1:])
-
-    def _relevance_from(
-        self, question: str, texts: Sequence[str], analyses: Sequence[TextAnalysis], q_emb: Any, chunk_embs: Any
-    ) -> list[float]:
-        # Chunk relevance is the offline judge's graded relevance, a function of (question, chunk) alone
-        # (relevance_graded): the cosine-fed list model it used to be ranked within a list but made every
-        # list's mean about the same, which a fixed CP@K SLA cannot live with.
-        return self._offline.relevance(question, texts, analyses)
+        return self._offline.relevance(question, texts, [self._offline._chunk_analysis(t or "") for t in texts])
 
     def _relevance_many(
         self, prepared: list[tuple[Sample, list[SampleChunk], list[TextAnalysis], list[ClaimAnalysis]]]
     ) -> list[tuple[list[float], Callable[[], float]]]:
         """Chunk and answer relevance of a batch: every question, chunk and claim no cache holds, in one call."""
-        embs: dict[Any, Any] = {}  # cache key (chunk: id and digest; question or claim: digest) → embedding
+        embs: dict[Any, Any] = {}  # text digest (question or claim) → embedding
         todo: dict[Any, str] = {}  # cache key → text, for what no cache holds
 
         def want(cache: LRUCache, key: Any, text: str) -> Any:
@@ -224,28 +203,22 @@ class EmbeddingJudge(SemanticJudge):
             return key
 
         rows = []
-        for sample, chunks, _, analyses in prepared:
+        for sample, _, _, analyses in prepared:
             question, answer = sample.question or "", sample.answer or ""
             claims = self._raising_claims(question, answer, analyses)
-            embed_chunks = not is_cjk_question(question)
-            c_keys = [
-                want(self._chunk_cache, self._chunk_key(c.id, c.text or ""), c.text or "")
-                for c in (chunks if embed_chunks else ())
-            ]
             a_keys = [want(self._text_cache, self._digest(t), t) for t in claims]
-            q_key = want(self._text_cache, self._digest(question), question) if c_keys or a_keys else None
-            rows.append((q_key, c_keys, a_keys))
+            q_key = want(self._text_cache, self._digest(question), question) if a_keys else None
+            rows.append((q_key, a_keys))
         if todo:
             fresh = self._encode(list(todo.values()))
             for key, value in zip(todo, fresh, strict=True):
                 embs[key] = value
-                (self._chunk_cache if isinstance(key, tuple) else self._text_cache).put(key, value)
+                self._text_cache.put(key, value)
         out: list[tuple[list[float], Callable[[], float]]] = []
-        for (sample, chunks, text_analyses, analyses), (q_key, c_keys, a_keys) in zip(prepared, rows, strict=True):
+        for (sample, chunks, text_analyses, analyses), (q_key, a_keys) in zip(prepared, rows, strict=True):
             q_emb = embs.get(q_key)
             texts = [c.text or "" for c in chunks]
-            c_embs = np.stack([embs[k] for k in c_keys]) if c_keys else None
-            rels = self._relevance_from(sample.question or "", texts, text_analyses, q_emb, c_embs) if chunks else []
+            rels = self._offline.relevance(sample.question or "", texts, text_analyses) if chunks else []
             claim_embs = np.stack([embs[k] for k in a_keys]) if a_keys else None
             out.append((rels, partial(self._answer_relevance, sample, analyses, q_emb, claim_embs)))
         return out

@@ -47,7 +47,6 @@ relevances (:mod:`ragwatch.scoring.retrieval_metrics`).
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,33 +55,17 @@ from typing import Any
 from ragwatch.scoring.judges import calibration
 from ragwatch.scoring.judges.calibration import sigmoid
 from ragwatch.scoring.judges.relevance_cues import (
-    _BY_NAME_RE,
     _CJK_RE,
     _CJK_STOP,
-    _DATE_STAMP_RE,
-    _DEFINITION_Q_RE,
-    _DEFINITION_RE,
-    _HOW_A_RE,
-    _HOW_Q_RE,
-    _INTERROGATIVE_RE,
-    _LIST_Q_RE,
-    _LIST_RE,
-    _MEASURE_Q_RE,
-    _NAME_DID_RE,
-    _TYPE_IN_TEXT,
-    _WHY_A_RE,
-    _WHY_Q_RE,
-    _YEAR_RE,
-    _counts,
-    _full_date,
-    _measure,
+    ANSWER_CUES,
+    QuestionCues,
     _root,
     is_cjk_question,
     question_kind,
     type_match,
 )
 from ragwatch.scoring.judges.relevance_graded import GradedModel, graded_features
-from ragwatch.scoring.judges.text import TextAnalysis, analyse_text, content_tokens, token_prior
+from ragwatch.scoring.judges.text import TextAnalysis, analyse_text, token_prior
 
 __all__ = [
     "DIRECT_FEATURES",
@@ -107,24 +90,7 @@ WEIGHTS_PATH = Path(__file__).with_name("relevance_weights.json")
 SIMILARITY_WEIGHTS_PATH = Path(__file__).with_name("embedding_relevance_weights.json")
 
 #: Features computed from one chunk and the list's IDF, in the order of the weight vectors.
-DIRECT_FEATURES = (
-    "coverage",
-    "best_sentence",
-    "cjk_chars",
-    "leads_with_question",
-    "answer_type",
-    "full_date",
-    "count",
-    "count_of_asked",
-    "measure",
-    "agent",
-    "enumeration",
-    "definition",
-    "definition_asked",
-    "defines_subject",
-    "cause_or_means",
-    "other_year",
-)
+DIRECT_FEATURES = ("coverage", "best_sentence", "cjk_chars", "leads_with_question", *ANSWER_CUES)
 #: All features: the direct ones and the consensus of the list.
 RELEVANCE_FEATURES = (*DIRECT_FEATURES, "consensus")
 #: Every feature is "more overlap / more fitting" except mentioning only other years than the question's.
@@ -169,8 +135,8 @@ def analyse_candidates(
     """
     if analyses is None:
         analyses = [analyse_text(t) for t in texts]
-    q_toks = [_root(t) for t in content_tokens(question) if not _INTERROGATIVE_RE.search(t)]
-    q_set = set(q_toks)
+    cues = QuestionCues.of(question)
+    q_set = cues.roots
     root = _root
     sents = [[set(map(root, sent)) for sent in an.tokens] for an in analyses]
     docs = [set().union(*ss) for ss in sents]
@@ -186,20 +152,14 @@ def analyse_candidates(
     idf = {t: token_prior(t) * max(0.25, math.log(1.0 + (n - df[t] + 0.5) / (df[t] + 0.5))) for t in q_set}
     idf_total = math.fsum(idf.values())  # fsum: exact, so independent of the set's iteration order
     prior_total = sum(token_prior(t) for t in q_set)
-    q_years = {t for t in q_set if _YEAR_RE.fullmatch(t)}
     q_chars = {c for c in _CJK_RE.findall(question) if c not in _CJK_STOP}
     char_idf: dict[str, float] = {}
     for c in q_chars:
         cdf = sum(1 for t in texts if c in t)
         char_idf[c] = max(0.25, math.log(1.0 + (n - cdf + 0.5) / (cdf + 0.5)))
     char_total = math.fsum(char_idf.values())
-    kind = question_kind(question)
-    asks_measure = _MEASURE_Q_RE.search(question) is not None
-    asks_list = _LIST_Q_RE.search(question) is not None
-    asks_definition = _DEFINITION_Q_RE.search(question) is not None
     features: list[list[float]] = []
     near: list[frozenset[str]] = []
-    means = _WHY_A_RE if _WHY_Q_RE.search(question) else _HOW_A_RE if _HOW_Q_RE.search(question) else None
     for text, doc, ss, an in zip(texts, docs, sents, analyses, strict=True):
         if not doc:
             features.append(list(zero))
@@ -218,43 +178,7 @@ def analyse_candidates(
         chars = math.fsum(w for c, w in char_idf.items() if c in text) / char_total if char_total else 0.0
         first = {root(t) for t in an.tokens[0][:3]} if an.tokens else set()
         leads = sum(token_prior(t) for t in first & q_set) / prior_total
-        body = _DATE_STAMP_RE.sub("", text, count=1)
-        answer_type = 1.0 if kind and _TYPE_IN_TEXT[kind].search(text) else 0.0
-        full_date = count = count_of_asked = measure = agent = 0.0
-        if kind == "date":
-            full_date = _full_date(body)
-        elif kind == "number":
-            count, count_of_asked = _counts(body, q_set)
-        elif kind == "person":
-            agent = 1.0 if _BY_NAME_RE.search(body) or _NAME_DID_RE.search(body) else 0.0
-        if asks_measure:
-            measure = _measure(body)
-        enumeration = 1.0 if asks_list and _LIST_RE.search(body) else 0.0
-        definition = 1.0 if _DEFINITION_RE.search(text, 0, 200) else 0.0
-        other_year = 0.0
-        if q_years:
-            years = {t for t in doc if t[0] == "#" and _YEAR_RE.fullmatch(t)}
-            other_year = 1.0 if years and q_years.isdisjoint(years) else 0.0
-        features.append(
-            [
-                coverage,
-                best,
-                chars,
-                leads,
-                answer_type,
-                full_date,
-                count,
-                count_of_asked,
-                measure,
-                agent,
-                enumeration,
-                definition,
-                definition if asks_definition else 0.0,
-                definition * leads,
-                1.0 if means is not None and means.search(text) else 0.0,
-                other_year,
-            ]
-        )
+        features.append([coverage, best, chars, leads, *cues.answer_cues(text, doc, leads)])
     return Candidates(features, near)
 
 
@@ -317,12 +241,6 @@ def consensus(near: Sequence[frozenset[str]], votes: Sequence[float], k: int = C
 # ---------------------------------------------------------------------------------------------- scorer
 
 
-def _dot(coef: Sequence[float], xs: Sequence[float]) -> float:
-    if len(coef) != len(xs):
-        raise ValueError("weights and features differ in length")
-    return sum(map(operator.mul, coef, xs))  # left to right, as a generator would add them
-
-
 def _logit(p: float) -> float:
     p = min(1.0 - 1e-12, max(1e-12, p))
     return math.log(p / (1.0 - p))
@@ -373,8 +291,9 @@ class RelevanceScorer:
     retrieved. Nothing of the list enters it. The list model of this module (local IDF, consensus, fitted
     to rank a list) was tried as a bounded tie-break (each chunk moved by at most 0.04 × tanh of its
     standardised list score): on the dev files it lowered MAP at every size tried (RGB 0.733 → 0.726 at
-    0.01, 0.707 at 0.04), so it is not applied; :meth:`votes` and :func:`analyse_candidates` remain for the
-    training scripts.
+    0.01, 0.707 at 0.04), so it is not applied: :func:`analyse_candidates` and :func:`consensus` remain for
+    ``scripts/train_relevance.py``, and the list weight files are read here only for their digest (part of
+    the judge version) and the embedding judge's answer-relevance raise.
 
     ``similarity=True`` reads the embedding judge's ranking weights, whose :meth:`score` takes each text's
     similarity to the question as well (the list model's; the graded score does not read it). ``offset``
@@ -406,15 +325,6 @@ class RelevanceScorer:
         self.similarity = similarity
         #: the embedding judge's answer-relevance raise (``similarity`` weights only; read by that judge)
         self.answer_similarity: dict[str, Any] = dict(weights.get("answer_similarity", _ANSWER_SIMILARITY))
-        self._stage1 = [float(c) for c in weights["stage1"]["coef"]]
-        self._stage1_intercept = float(weights["stage1"]["intercept"])
-        self._coef = [float(c) for c in weights["coef"]]
-        self._scale = float(weights["calibration"]["scale"])
-        self._gap = float(weights["calibration"]["gap"])
-
-    def votes(self, cands: Candidates) -> list[float]:
-        """First-stage relevance of each candidate, from its direct features alone (the consensus votes)."""
-        return [sigmoid(self._stage1_intercept + _dot(self._stage1, fs)) for fs in cands.features]
 
     def score(
         self,
@@ -435,8 +345,9 @@ class RelevanceScorer:
         kept_texts = [texts[i] for i in keep]
         kept_analyses = [analyses[i] for i in keep] if analyses is not None else [analyse_text(t) for t in kept_texts]
         background = self.graded.background
+        cues = QuestionCues.of(question)  # once per sample, not per chunk
         grades = [
-            self.graded.grade(question, graded_features(question, t, an, background))
+            self.graded.grade(cues, graded_features(cues, t, an, background))
             for t, an in zip(kept_texts, kept_analyses, strict=True)
         ]
         offset = self.offset_cjk if is_cjk_question(question) else self.offset

@@ -6,12 +6,14 @@ measure, a list, a definition, a cause), and whether a text carries one; the coa
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from functools import lru_cache
 
 from ragwatch.scoring.judges.text import content_tokens
 
-__all__ = ["is_cjk_question", "question_kind", "type_match"]
+__all__ = ["ANSWER_CUES", "QuestionCues", "is_cjk_question", "question_kind", "question_roots", "type_match"]
 
 # ---------------------------------------------------------------------------------------------- words
 
@@ -173,7 +175,7 @@ def _numbers(text: str) -> Iterator[tuple[re.Match[str], bool]]:
         yield m, not (len(raw) == 4 and (raw[:2] == "20" or "15" <= raw[:2] <= "19"))
 
 
-def _counts(text: str, q_set: set[str]) -> tuple[float, float]:
+def _counts(text: str, q_set: AbstractSet[str]) -> tuple[float, float]:
     """(a count in ``text``, a count of something the question names: "30 teams" for "how many teams")."""
     count = 0.0
     matches: list[tuple[int, bool]] = []  # (end of the number, it is a count)
@@ -204,3 +206,97 @@ def _measure(text: str) -> float:
         if _UNIT_AFTER_RE.match(text, m.end()) or _MONEY_AGE_RE.search(text, max(0, s - 5), s):
             return 1.0
     return 0.0
+
+
+# -------------------------------------------------------------------------------- cues of one chunk
+
+#: What :meth:`QuestionCues.answer_cues` returns, in order: the answer-type cues both relevance models read.
+ANSWER_CUES = (
+    "answer_type",
+    "full_date",
+    "count",
+    "count_of_asked",
+    "measure",
+    "agent",
+    "enumeration",
+    "definition",
+    "definition_asked",
+    "defines_subject",
+    "cause_or_means",
+    "other_year",
+)
+
+
+def question_roots(question: str) -> frozenset[str]:
+    """The question's content roots, without its Chinese question words (no answer contains them)."""
+    return frozenset(_root(t) for t in content_tokens(question) if not _INTERROGATIVE_RE.search(t))
+
+
+def _doc_years(doc: Iterable[str]) -> set[str]:
+    return {t for t in doc if t[0] == "#" and _YEAR_RE.fullmatch(t)}
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionCues:
+    """What a question asks for, read once per question; :meth:`answer_cues` reads each chunk against it."""
+
+    question: str
+    roots: frozenset[str]
+    kind: str
+    years: frozenset[str]
+    asks_measure: bool
+    asks_list: bool
+    asks_definition: bool
+    means: re.Pattern[str] | None
+
+    @classmethod
+    def of(cls, question: str, roots: frozenset[str] | None = None) -> QuestionCues:
+        roots = question_roots(question) if roots is None else roots
+        return cls(
+            question,
+            roots,
+            question_kind(question),
+            frozenset(t for t in roots if _YEAR_RE.fullmatch(t)),
+            _MEASURE_Q_RE.search(question) is not None,
+            _LIST_Q_RE.search(question) is not None,
+            _DEFINITION_Q_RE.search(question) is not None,
+            _WHY_A_RE if _WHY_Q_RE.search(question) else _HOW_A_RE if _HOW_Q_RE.search(question) else None,
+        )
+
+    def answer_cues(self, text: str, doc: set[str], leads: float) -> list[float]:
+        """:data:`ANSWER_CUES` of a chunk (``doc``: its roots; ``leads``: how much it leads with the question's
+        words): the kind of thing the question asks for, a definition, a cause or means, only other years."""
+        kind = self.kind
+        body = _DATE_STAMP_RE.sub("", text, count=1)
+        full_date = count = count_of_asked = measure = agent = 0.0
+        if kind == "date":
+            full_date = _full_date(body)
+        elif kind == "number":
+            count, count_of_asked = _counts(body, self.roots)
+        elif kind == "person":
+            agent = 1.0 if _BY_NAME_RE.search(body) or _NAME_DID_RE.search(body) else 0.0
+        if self.asks_measure:
+            measure = _measure(body)
+        definition = 1.0 if _DEFINITION_RE.search(text, 0, 200) else 0.0
+        other_year = 0.0
+        if self.years:
+            years = _doc_years(doc)
+            other_year = 1.0 if years and self.years.isdisjoint(years) else 0.0
+        return [
+            1.0 if kind and _TYPE_IN_TEXT[kind].search(text) else 0.0,
+            full_date,
+            count,
+            count_of_asked,
+            measure,
+            agent,
+            1.0 if self.asks_list and _LIST_RE.search(body) else 0.0,
+            definition,
+            definition if self.asks_definition else 0.0,
+            definition * leads,
+            1.0 if self.means is not None and self.means.search(text) else 0.0,
+            other_year,
+        ]
+
+    def year_match(self, doc: set[str]) -> float:
+        """1 when the chunk names one of the question's years."""
+        return 1.0 if self.years and not self.years.isdisjoint(_doc_years(doc)) else 0.0

@@ -45,29 +45,12 @@ from typing import Any
 from ragwatch.scoring.judges import calibration
 from ragwatch.scoring.judges.calibration import sigmoid
 from ragwatch.scoring.judges.relevance_cues import (
-    _BY_NAME_RE,
     _CJK_RE,
     _CJK_STOP,
-    _DATE_STAMP_RE,
-    _DEFINITION_Q_RE,
-    _DEFINITION_RE,
-    _HOW_A_RE,
-    _HOW_Q_RE,
-    _INTERROGATIVE_RE,
-    _LIST_Q_RE,
-    _LIST_RE,
-    _MEASURE_Q_RE,
-    _NAME_DID_RE,
-    _TYPE_IN_TEXT,
-    _WHY_A_RE,
-    _WHY_Q_RE,
-    _YEAR_RE,
-    _counts,
-    _full_date,
-    _measure,
+    ANSWER_CUES,
+    QuestionCues,
     _root,
     is_cjk_question,
-    question_kind,
 )
 from ragwatch.scoring.judges.text import TextAnalysis, analyse_text, content_tokens, token_prior
 
@@ -78,6 +61,7 @@ __all__ = [
     "TOPIC_FEATURES",
     "Background",
     "GradedModel",
+    "answer_capped",
     "graded_features",
     "load_background",
 ]
@@ -90,26 +74,7 @@ GRADED_WEIGHTS_PATH = Path(__file__).with_name("relevance_graded_weights.json")
 #: The topic level's features (a prefix of :data:`GRADED_FEATURES`).
 TOPIC_FEATURES = ("coverage", "best_sentence", "core", "core2", "shared_rare", "cjk_chars", "leads")
 #: Every feature, in the order of the answer part's weights.
-GRADED_FEATURES = (
-    *TOPIC_FEATURES,
-    "answer_type",
-    "full_date",
-    "count",
-    "count_of_asked",
-    "measure",
-    "agent",
-    "enumeration",
-    "definition",
-    "definition_asked",
-    "defines_subject",
-    "cause_or_means",
-    "other_year",
-    "year_match",
-    "entities",
-    "length",
-    "rest",
-    "rest_best",
-)
+GRADED_FEATURES = (*TOPIC_FEATURES, *ANSWER_CUES, "year_match", "entities", "length", "rest", "rest_best")
 #: Sign of each answer weight: more overlap / more fitting raises it, only other years lower it; the
 #: chunk's length may go either way.
 GRADED_SIGNS = tuple(-1 if n == "other_year" else 0 if n == "length" else 1 for n in GRADED_FEATURES)
@@ -175,12 +140,17 @@ def load_background(path: Path = BACKGROUND_PATH) -> Background:
 
 
 def graded_features(
-    question: str, text: str, analysis: TextAnalysis | None = None, background: Background | None = None
+    question: str | QuestionCues,
+    text: str,
+    analysis: TextAnalysis | None = None,
+    background: Background | None = None,
 ) -> list[float]:
-    """:data:`GRADED_FEATURES` of one chunk for ``question``, from the two texts and the background alone."""
+    """:data:`GRADED_FEATURES` of one chunk for ``question`` (or its :class:`QuestionCues`, read once for all
+    the chunks of a sample), from the two texts and the background alone."""
+    cues = question if isinstance(question, QuestionCues) else QuestionCues.of(question)
     bg = background or load_background()
     an = analysis if analysis is not None else analyse_text(text)
-    q_roots = {_root(t) for t in content_tokens(question) if not _INTERROGATIVE_RE.search(t)}
+    q_roots = cues.roots
     sents = [{_root(t) for t in sent} for sent in an.tokens]
     doc: set[str] = set().union(*sents) if sents else set()
     if not q_roots or not doc:
@@ -188,42 +158,15 @@ def graded_features(
     weight = {t: token_prior(t) / 10.0 * bg.idf(t) for t in q_roots}
     total = math.fsum(weight.values())
     hits = q_roots & doc
-    coverage = math.fsum(weight[t] for t in hits) / total
-    best = max((math.fsum(weight[t] for t in q_roots & s) / total for s in sents), default=0.0)
     by_weight = sorted(q_roots, key=lambda t: (-weight[t], t))  # ties by the root: never by set order
-    core = 1.0 if by_weight[0] in doc else 0.0
-    core2 = sum(1 for t in by_weight[:2] if t in doc) / min(2, len(by_weight))
-    shared_rare = min(1.0, math.fsum(weight[t] for t in hits) / _SHARED_RARE_SCALE)
     chars = 0.0
-    q_chars = {c for c in _CJK_RE.findall(question) if c not in _CJK_STOP}
+    q_chars = {c for c in _CJK_RE.findall(cues.question) if c not in _CJK_STOP}
     if q_chars:
         char_total = math.fsum(bg.char_idf(c) for c in q_chars)
         chars = math.fsum(bg.char_idf(c) for c in q_chars if c in text) / char_total
     first = {_root(t) for t in an.tokens[0][:3]} if an.tokens else set()
     leads = sum(token_prior(t) for t in first & q_roots) / sum(token_prior(t) for t in q_roots)
-    kind = question_kind(question)
-    body = _DATE_STAMP_RE.sub("", text, count=1)
-    answer_type = 1.0 if kind and _TYPE_IN_TEXT[kind].search(text) else 0.0
-    full_date = count = count_of_asked = measure = agent = 0.0
-    if kind == "date":
-        full_date = _full_date(body)
-    elif kind == "number":
-        count, count_of_asked = _counts(body, q_roots)
-    elif kind == "person":
-        agent = 1.0 if _BY_NAME_RE.search(body) or _NAME_DID_RE.search(body) else 0.0
-    if _MEASURE_Q_RE.search(question):
-        measure = _measure(body)
-    enumeration = 1.0 if _LIST_Q_RE.search(question) and _LIST_RE.search(body) else 0.0
-    definition = 1.0 if _DEFINITION_RE.search(text, 0, 200) else 0.0
-    asks_definition = _DEFINITION_Q_RE.search(question) is not None
-    means = _WHY_A_RE if _WHY_Q_RE.search(question) else _HOW_A_RE if _HOW_Q_RE.search(question) else None
-    other_year = year_match = 0.0
-    q_years = {t for t in q_roots if _YEAR_RE.fullmatch(t)}
-    if q_years:
-        years = {t for t in doc if t[0] == "#" and _YEAR_RE.fullmatch(t)}
-        other_year = 1.0 if years and q_years.isdisjoint(years) else 0.0
-        year_match = 1.0 if not q_years.isdisjoint(years) else 0.0
-    entities = {_root(t) for m in _ENTITY_RE.finditer(question) for t in content_tokens(m.group())}
+    entities = {_root(t) for m in _ENTITY_RE.finditer(cues.question) for t in content_tokens(m.group())}
     rest = rest_best = 0.0
     if len(by_weight) > 1:  # the question's words other than its rarest one: the asked attribute, mostly
         others = by_weight[1:]
@@ -231,28 +174,17 @@ def graded_features(
         rest = math.fsum(weight[t] for t in others if t in doc) / rest_total
         rest_best = max((math.fsum(weight[t] for t in others if t in s) / rest_total for s in sents), default=0.0)
     return [
-        coverage,
-        best,
-        core,
-        core2,
-        shared_rare,
+        math.fsum(weight[t] for t in hits) / total,  # coverage
+        max((math.fsum(weight[t] for t in q_roots & s) / total for s in sents), default=0.0),  # best sentence
+        1.0 if by_weight[0] in doc else 0.0,  # core
+        sum(1 for t in by_weight[:2] if t in doc) / min(2, len(by_weight)),  # core2
+        min(1.0, math.fsum(weight[t] for t in hits) / _SHARED_RARE_SCALE),  # shared_rare
         chars,
         leads,
-        answer_type,
-        full_date,
-        count,
-        count_of_asked,
-        measure,
-        agent,
-        enumeration,
-        definition,
-        definition if asks_definition else 0.0,
-        definition * leads,
-        1.0 if means is not None and means.search(text) else 0.0,
-        other_year,
-        year_match,
+        *cues.answer_cues(text, doc, leads),
+        cues.year_match(doc),
         len(entities & doc) / len(entities) if entities else 0.0,
-        min(1.0, len(doc) / 100.0),
+        min(1.0, len(doc) / 100.0),  # length
         rest,
         rest_best,
     ]
@@ -270,6 +202,14 @@ def _check_weights(weights: dict[str, Any]) -> None:
             raise ValueError("graded relevance: sharpness must be positive")
         float(weights[part]["intercept"])
     float(weights["answer"].get("intercept_cjk", 0.0))
+
+
+def answer_capped(cues: QuestionCues, features: Sequence[float]) -> bool:
+    """Whether a chunk is at most on topic whatever its answer part says: two levels are read as conditions,
+    not only as weights. A chunk that names only other years than the question's (elements: a 2023 figure
+    is not the answer to a 2024 question), or has no date for a "when" question or no number for a "how
+    many" one (information: the asked attribute is not there)."""
+    return bool(features[_OTHER_YEAR]) or (not features[_ANSWER_TYPE] and cues.kind in _MUST_CARRY)
 
 
 class GradedModel:
@@ -290,21 +230,17 @@ class GradedModel:
         self._sharp_topic = float(weights["sharpness"]["topic"])
         self._sharp_answer = float(weights["sharpness"]["answer"])
 
-    def levels(self, question: str, features: Sequence[float]) -> tuple[float, float]:
-        """(topic, answer) of one chunk's :func:`graded_features`."""
+    def levels(self, cues: QuestionCues, features: Sequence[float]) -> tuple[float, float]:
+        """(topic, answer) of one chunk's :func:`graded_features` for the question of ``cues``."""
         n = len(self._topic)
         topic_z = self._topic_b + math.fsum(c * x for c, x in zip(self._topic, features[:n], strict=True))
-        answer_b = self._answer_b_cjk if is_cjk_question(question) else self._answer_b
+        answer_b = self._answer_b_cjk if is_cjk_question(cues.question) else self._answer_b
         answer_z = answer_b + math.fsum(c * x for c, x in zip(self._answer, features, strict=True))
         return sigmoid(self._sharp_topic * topic_z), sigmoid(self._sharp_answer * answer_z)
 
-    def grade(self, question: str, features: Sequence[float]) -> float:
-        """The grade of one chunk's features. Two levels are read as conditions, not only as weights: a
-        chunk that names only other years than the question's is at most on topic (elements: a 2023 figure
-        is not the answer to a 2024 question), and so is one without a date for a "when" question or
-        without a number for a "how many" one (information: the asked attribute is not there)."""
-        topic, answer = self.levels(question, features)
-        if features[_OTHER_YEAR] or (not features[_ANSWER_TYPE] and question_kind(question) in _MUST_CARRY):
+    def grade(self, cues: QuestionCues, features: Sequence[float]) -> float:
+        topic, answer = self.levels(cues, features)
+        if answer_capped(cues, features):
             answer = 0.0
         return topic * (self.band + (1.0 - self.band) * answer)
 
@@ -312,4 +248,5 @@ class GradedModel:
         """The graded relevance of ``text`` to ``question``; an empty text or question reads 0."""
         if not text or not text.strip():
             return 0.0
-        return self.grade(question, graded_features(question, text, analysis, self.background))
+        cues = QuestionCues.of(question)
+        return self.grade(cues, graded_features(cues, text, analysis, self.background))
