@@ -16,6 +16,12 @@ work linear in the text, about 16 for quadratic. A ratio is used, not an absolut
 machine's speed moves between minutes; rows whose larger text takes under ``--floor`` seconds are neither
 shown nor judged (a ratio of two tiny times is noise). Exit status 1 when any judged row reads above
 ``--limit`` (default 8).
+
+First, the legal-size case of issue 29 (item 6): an answer and 20 chunks built from one negated sentence
+repeated up to a quarter, half and all of every default size limit, judged whole. Each claim nearly repeats
+every context sentence; the judge used to rescan each such sentence's negation scopes per claim (20 s per
+sample at the limits). Its table shows time per sample and time(2x) / time(x): about 2 for linear work
+(exit status 1 above 3).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from benchcommon import print_table, source_fingerprint  # noqa: E402
 
 from ragwatch.sampling.redact import Redactor  # noqa: E402
-from ragwatch.sampling.sample import Sample, SampleChunk  # noqa: E402
+from ragwatch.sampling.sample import Limits, Sample, SampleChunk  # noqa: E402
 from ragwatch.scoring.judges.offline import OfflineJudge  # noqa: E402
 
 #: Units repeated to the size asked: what a tokeniser, a sentence splitter or a rule might loop over.
@@ -46,7 +52,14 @@ UNITS = (
 #: (every built-in pattern) masks, which also runs on the request thread for exception messages.
 PLACES = ("answer", "question", "chunk", "redactor")
 #: Units only a redaction pattern would loop over.
-REDACTION_UNITS = ("eyJ", "sk-", "a@", "a@b.", "1-", "+1 ", "DE00 ", "1234 ", "password=", "1.1.1.", "138")
+REDACTION_UNITS = (
+    "eyJ", "sk-", "a@", "a@b.", "1-", "+1 ", "DE00 ", "1234 ", "password=", "1.1.1.", "138",
+    # the kinds of issue 29: tokens, said passwords, passports, ids, phones, IPv6, CJK-domain e-mail
+    "xoxb-", "glpat-", "Bearer ", "password is ", "passport ", "A123456", "A1", "AB 12 ", "1 85 ", "::", "1:",
+    "+44 (0)", "0049 ", "010-", "01 23 ", "020 ", "de89 ", "a@例", "@例子.",
+)  # fmt: skip
+#: The sentence of issue 29, item 6: a negated claim every context sentence nearly repeats.
+LEGAL_UNIT = "Limit 12 is 34 and 56 not 78. "
 
 
 def sample(place: str, text: str) -> Sample:
@@ -73,6 +86,43 @@ def cpu_seconds(judge: OfflineJudge, redact: Redactor, place: str, text: str) ->
     return time.process_time() - started
 
 
+def legal_size(judge: OfflineJudge, fraction: float, limits: Limits) -> float:
+    """CPU seconds to judge answer and chunks of :data:`LEGAL_UNIT` at ``fraction`` of every size limit."""
+
+    def text(chars: int) -> str:
+        return (LEGAL_UNIT * (chars // len(LEGAL_UNIT) + 1))[:chars]
+
+    chunk = text(int(limits.max_chunk_chars * fraction))
+    hostile = Sample(
+        sample_id="legal",
+        service="bench",
+        question="What is the limit?",
+        answer=text(int(limits.max_answer_chars * fraction)),
+        chunks=[SampleChunk(id=f"c{i}", rank=i + 1, text=chunk) for i in range(limits.max_chunks)],
+        created_at=0.0,
+    )
+    started = time.process_time()
+    judge.score(hostile)
+    return time.process_time() - started
+
+
+def legal_size_table(judge: OfflineJudge) -> list[str]:
+    """Judge time per sample at a quarter, half and all of the default limits: linear work doubles."""
+    limits = Limits()
+    times = {f: min(legal_size(judge, f, limits) for _ in range(3)) for f in (0.25, 0.5, 1.0)}
+    rows = [
+        [f"{f:g} × limits", f"{times[f] * 1000:.0f}", f"{times[f] / times[f / 2]:.2f}" if f / 2 in times else ""]
+        for f in times
+    ]
+    print_table(
+        f"legal-size sample of {LEGAL_UNIT.strip()!r} (answer ≤ {limits.max_answer_chars:,}, "
+        f"{limits.max_chunks} chunks ≤ {limits.max_chunk_chars:,} characters): ratio ≈ 2 linear, ≈ 4 quadratic",
+        ["size", "ms per sample", "time(2x) / time(x)"],
+        rows,
+    )
+    return [f"legal-size ×{f:g}" for f in (0.5, 1.0) if times[f] / times[f / 2] > 3.0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=16000, help="characters of the smaller text (default 16000)")
@@ -85,7 +135,8 @@ def main() -> int:
     judge = OfflineJudge(chunk_cache_size=0)  # every chunk read afresh
     redact = Redactor()
     judge.score(sample("answer", "warm up."))
-    rows, results, failed = [], [], []
+    legal_failed = legal_size_table(judge)
+    rows, results, failed = [], [], list(legal_failed)
     units = (*UNITS, *REDACTION_UNITS)
     for i, unit in enumerate(units):
         for place in PLACES if unit in UNITS else ("redactor",):

@@ -20,6 +20,13 @@ batches, each request timed on its own with ``time.perf_counter_ns``:
     three documents and an LLM span with model, token counts and the answer — through an SDK
     ``TracerProvider`` with a ``BatchSpanProcessor`` around a dropping exporter; then the same provider
     with ``RagwatchSpanProcessor`` added ahead of it.
+``agent`` / ``+ handler``
+    A tool-calling loop without LangGraph (a ``RunnableLambda`` that calls a ``@tool`` twice — each call a
+    retriever — then the fake chat model), bare and with ragwatch's handler: tool spans, tool-time
+    retrievals attached to the run.
+``compression retriever`` / ``+ handler``
+    The LCEL chain with a retriever around the retriever (what ``ContextualCompressionRetriever`` does),
+    bare and with ragwatch's handler: the inner call is ``retrieve``, the outer ``rerank``.
 ``bare functions`` / ``decorators``
     ``overhead.py``'s request (a pipeline calling a retriever and an LLM function) bare and decorated,
     metrics only.
@@ -277,6 +284,67 @@ def otel_variants() -> list[Variant]:
     ]
 
 
+class Compressing(BaseRetriever):
+    base: BaseRetriever
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return self.base.invoke(query, config={"callbacks": run_manager.get_child()})[:2]
+
+
+def agent_variants(copies: list[Copy]) -> list[Variant]:
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.tools import tool
+
+    retriever = Retriever()
+
+    @tool
+    def search(query: str) -> str:
+        """Search the policy."""
+        return "\n".join(d.page_content for d in retriever.invoke(query))
+
+    model = GenericFakeChatModel(messages=itertools.repeat(MESSAGE))
+
+    def run(question: str) -> str:
+        search.invoke({"query": "hotel limits"})
+        search.invoke({"query": "taxi rules"})
+        return model.invoke(question).content  # type: ignore[return-value]
+
+    agent = RunnableLambda(run, name="agent")
+    variants = [Variant("agent (2 tool calls), bare", "agent", lambda: agent.invoke("How much?"), baseline=True)]
+    for c in copies:
+        config = {"callbacks": [c.langchain.RagwatchCallbackHandler(watch(False, None, c.package))]}
+        variants.append(
+            Variant(
+                f"+ handler, metrics only{c.suffix}", "agent", lambda cfg=config: agent.invoke("How much?", config=cfg)
+            )
+        )
+    return variants
+
+
+def rerank_variants(copies: list[Copy]) -> list[Variant]:
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from: {context}"), ("human", "{question}")])
+    chain = (
+        {
+            "context": Compressing(base=Retriever()) | (lambda docs: "\n".join(d.page_content for d in docs)),
+            "question": RunnablePassthrough(),
+        }
+        | prompt
+        | GenericFakeChatModel(messages=itertools.repeat(MESSAGE))
+        | StrOutputParser()
+    )
+    variants = [
+        Variant("compression retriever chain, bare", "rerank", lambda: chain.invoke("How much?"), baseline=True)
+    ]
+    for c in copies:
+        config = {"callbacks": [c.langchain.RagwatchCallbackHandler(watch(False, None, c.package))]}
+        variants.append(
+            Variant(
+                f"+ handler, metrics only{c.suffix}", "rerank", lambda cfg=config: chain.invoke("How much?", config=cfg)
+            )
+        )
+    return variants
+
+
 def decorator_variants(copies: list[Copy]) -> list[Variant]:
     def bare() -> Callable[[], str]:
         def retrieve(question: str, top_k: int = 3) -> list[Document]:
@@ -370,7 +438,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     copies = [Copy("", ragwatch, ragwatch.integrations.langchain)]
     if args.compare:
         copies.append(import_copy(args.compare))
-    variants = chain_variants(copies) + replay_variants(copies) + otel_variants() + decorator_variants(copies)
+    variants = (
+        chain_variants(copies)
+        + replay_variants(copies)
+        + agent_variants(copies)
+        + rerank_variants(copies)
+        + otel_variants()
+        + decorator_variants(copies)
+    )
     for v in variants:
         if v.request() != ANSWER:  # a broken variant would otherwise look fast
             raise SystemExit(f"variant {v.name!r} did not return the answer")

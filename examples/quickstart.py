@@ -1,5 +1,7 @@
+# requires: ragwatch[examples]  (fastapi, uvicorn; in a checkout: pip install -e '.[examples]')
 """Quality scores and degraded mode with no Redis: one process, the default ``memory://`` queue.
 
+    pip install -e '.[examples]'   # from a checkout: fastapi and uvicorn
     python examples/quickstart.py
 
 A FastAPI service over the handbook of ``ragwatch demo`` (BM25), watched by ragwatch, serves on a free local port. The

@@ -19,6 +19,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
@@ -55,6 +56,9 @@ HALLUCINATION_RATE_LINE = 0.22  # line chosen by ragwatch eval-alerts
 #: Judges a worker can run (built by ``ragwatch.scoring.judges.make_judges``; named here so validating settings
 #: does not load the judges into a service process).
 JUDGE_NAMES = ("offline", "llm", "cascade", "trivial", "embedding", "semantic")
+#: Seconds one judge may spend on one sample by default (``judge_time_budget_s``): realistic text at every
+#: size limit takes the offline judge about 0.3 s, so only a hostile or pathological sample reaches it.
+JUDGE_TIME_BUDGET_S = 10.0
 
 
 class PriceSetting(BaseModel):
@@ -143,7 +147,18 @@ class Settings(BaseSettings):
         default=(), description="Client addresses or CIDR networks whose requests may mark probes unsigned."
     )
     probe_max_age_seconds: float = Field(
-        default=300.0, gt=0, description="Oldest (and furthest in the future) probe signature accepted."
+        default=60.0, gt=0, description="Oldest (and furthest in the future) probe signature accepted."
+    )
+    probe_nonce_cache: int = Field(
+        default=4096,
+        ge=16,
+        description="Probe nonces one process remembers (for 2 x probe_max_age_seconds); when full, further "
+        "probes count as real traffic. Replicas do not share it.",
+    )
+    probe_max_body_bytes: int = Field(
+        default=1 << 20,
+        ge=0,
+        description="Largest request body hashed to check a probe signature; a larger body is not a probe.",
     )
     sample_max_per_second: float | None = Field(
         default=50.0, gt=0, description="Ceiling on samples per second per process (caps judge cost)."
@@ -154,6 +169,12 @@ class Settings(BaseSettings):
     )
     store_text: bool = Field(
         default=True, description="Keep question, answer and chunk text in samples (false: SHA-256 only)."
+    )
+    content_off: bool = Field(
+        default=False,
+        description="Keep no user text anywhere (GDPR): samples leave with no question, answer, chunk text, hash, "
+        "chunk id, metadata or tag; score records, reports and pages hold none. Latency, tokens, cost and the "
+        "in-process scorer's scores stay (it judges the text in memory); a Redis worker has nothing to judge.",
     )
     max_chunks: int = Field(default=20, ge=1, description="Chunks kept per sample.")
     max_chunk_chars: int = Field(default=4000, ge=1, description="Characters kept per chunk.")
@@ -186,6 +207,25 @@ class Settings(BaseSettings):
         ge=3600,
         description="How long a scored sample id is remembered (a redelivery within it is not counted twice).",
     )
+    scores_max_bytes: int = Field(
+        default=64 * 2**20,
+        ge=0,
+        description="Byte budget of the score records in Redis (MEMORY USAGE); workers trim the oldest past it "
+        "(0: only scores_maxlen bounds them).",
+    )
+    idempotency_max_bytes: int = Field(
+        default=64 * 2**20,
+        ge=0,
+        description="Byte budget of the idempotency markers in Redis; workers drop the oldest hours' markers past "
+        "it, never the last two hours' (0: only idempotency_ttl_seconds bounds them).",
+    )
+    redis_min_headroom_ratio: float = Field(
+        default=0.10,
+        ge=0,
+        lt=1,
+        description="Share of Redis maxmemory kept free: under it (or when Redis refuses a score) workers halve "
+        "the score records and the older markers at each maintenance pass (0: never under pressure).",
+    )
     max_sample_bytes: int = Field(
         default=1_000_000, ge=1024, description="Stream entries larger than this are dead-lettered as oversized."
     )
@@ -207,7 +247,33 @@ class Settings(BaseSettings):
     dashboard_sources: tuple[str, ...] = Field(
         default=("127.0.0.0/8", "::1"),
         description="Client addresses or CIDR networks a service's in-process /dashboard answers (others reach "
-        "the app's own route); the worker's port is not filtered.",
+        "the app's own route); the page is on only when this is set explicitly or dashboard_token is; the "
+        "worker's port is not filtered.",
+    )
+    dashboard_token: SecretStr | None = Field(
+        default=None,
+        description="Token the /dashboard page and its JSON require (service and worker): "
+        "'Authorization: Bearer <token>' or '?token=<token>'.",
+    )
+    dashboard_trusted_proxies: tuple[str, ...] = Field(
+        default=(),
+        description="Peer addresses or CIDR networks whose forwarding headers (Forwarded, X-Forwarded-For, "
+        "X-Real-IP) /dashboard accepts, with dashboard_token only; other forwarded requests are refused.",
+    )
+    dashboard_max_readers: int = Field(
+        default=2, ge=1, le=64, description="Concurrent /dashboard store reads; one more is answered 503."
+    )
+    trace_url_template: str | None = Field(
+        default=None,
+        description="A trace viewer's URL with {trace_id} (Tempo, Jaeger): each card of /dashboard links to its trace.",
+    )
+    prometheus_url: str | None = Field(
+        default=None,
+        description="Prometheus the worker's /dashboard reads request rate, errors, p95 latency and cost from.",
+    )
+    service_version: str | None = Field(
+        default=None,
+        description="Version of the watched service (OTel service.version); a change is marked on the charts.",
     )
     report_state_file: str | None = Field(
         default=None, description="Where `ragwatch report` keeps the means its Δ column compares with (unset: no Δ)."
@@ -233,6 +299,14 @@ class Settings(BaseSettings):
     judge_timeout: float = Field(default=30.0, gt=0, description="Seconds per LLM judge request.")
     judge_max_retries: int = Field(default=3, ge=0, description="Retries on 429, 5xx and timeouts.")
     judge_concurrency: int = Field(default=8, ge=1, description="LLM judge requests in flight per worker.")
+    judge_time_budget_s: float = Field(
+        default=JUDGE_TIME_BUDGET_S,
+        ge=0,
+        description="Wall-clock seconds one judge may spend on one sample; over it the sample is dead-lettered "
+        'with the reason and counted (ragwatch_worker_entries_total{outcome="over_time_budget"}). Checked '
+        "between claims by the offline judge (also inside the cascade); 0 turns it off. Keep it under "
+        "worker_stall_seconds.",
+    )
     embedding_model: str = Field(
         default="all-MiniLM-L6-v2",
         description="Sentence-transformers model (name or local directory) of the embedding judge.",
@@ -372,6 +446,17 @@ class Settings(BaseSettings):
             raise ValueError(f"must satisfy 0 ≤ low ≤ high ≤ 1, got {list(value)}")
         return value
 
+    @field_validator("trace_url_template", "prometheus_url")
+    @classmethod
+    def _http_url(cls, value: str | None, info: Any) -> str | None:
+        if value is None:
+            return None
+        if not value.lower().startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        if info.field_name == "trace_url_template" and "{trace_id}" not in value:
+            raise ValueError("must contain {trace_id}, e.g. https://tempo/explore?trace={trace_id}")
+        return value
+
     @field_validator("health_thresholds")
     @classmethod
     def _thresholds_in_range(cls, value: dict[str, float]) -> dict[str, float]:
@@ -456,15 +541,52 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
 
 def _build(given: dict[str, Any]) -> Settings:
     try:
-        settings = Settings(**given)
+        settings = _validated(given)
+        unshadowed = {k: v for k, v in given.items() if not env_names(k)}
+        if len(unshadowed) < len(given):  # an argument wins over its RAGWATCH_* variable; a bad one still fails
+            _validated(unshadowed)
         settings.sla_policy()  # cross-field checks (margin vs threshold, min samples vs window)
         return settings
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"invalid ragwatch settings: {problems}") from None
+    except SettingsError as exc:  # a RAGWATCH_* variable of a list or mapping that is not JSON
+        field = str(exc).split('"')[1] if str(exc).count('"') >= 2 else ""
+        names = env_names(field)
+        where = f"{', '.join(names)} ({field})" if names else field or "a setting"
+        raise ConfigError(f"invalid ragwatch settings: {where}: not valid JSON") from None
     except ConfigError:
         raise
     except Exception as exc:  # a YAML syntax error, an unreadable file
         raise ConfigError(f"could not read ragwatch settings: {exc}") from exc
+
+
+def _validated(given: dict[str, Any]) -> Settings:
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_origin(err['loc'], given)}: {err['msg']}" for err in exc.errors())
+        raise ConfigError(f"invalid ragwatch settings: {problems}") from None
+
+
+def env_names(field: str) -> list[str]:
+    """The ``RAGWATCH_*`` variables set for ``field`` (its own, or nested ones such as
+    ``RAGWATCH_PRICING__MY_LLM__INPUT``), spelled as in the environment (names match in any case)."""
+    if not field:
+        return []
+    own = f"RAGWATCH_{field}".lower()
+    return sorted(k for k in os.environ if k.lower() == own or k.lower().startswith(own + "__"))
+
+
+def _origin(loc: tuple[int | str, ...], given: dict[str, Any]) -> str:
+    """Where a bad value came from, for the error: the argument's dotted path, else the environment
+    variable (which a user sets, and would not find under the field's name), else the YAML file."""
+    path = ".".join(str(p) for p in loc) or "<root>"
+    field = str(loc[0]) if loc else ""
+    if field in given:
+        return path
+    names = env_names(field)
+    for depth in range(len(loc), 1, -1):  # the nested variable that holds the bad value, if it is one
+        nested = "RAGWATCH_" + "__".join(str(p) for p in loc[:depth])
+        names = [n for n in names if n.lower() == nested.lower()] or names
+    if names:
+        return f"{', '.join(names)} ({path})"
+    config_file = os.environ.get(CONFIG_FILE_ENV)
+    return f"{path} (in {config_file})" if config_file else path

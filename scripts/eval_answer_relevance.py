@@ -12,6 +12,9 @@ How the set is built (every question of the sources below, deduplicated on quest
 * **sources** — the faithful answers of ``faithfulness/rgb_zh_en_dev.jsonl`` (short answers, English and
   Chinese), the faithful QA answers of ``faithfulness/ragtruth_dev.jsonl`` (long English answers) and the
   relevant sentences of ``relevance/wikiqa_dev.jsonl`` (one Wikipedia sentence answering the question);
+* **demo** — the demo handbook (``ragwatch.demo.kb``): each question with the answer the demo service gives
+  it with healthy retrieval and no falsification (two extracted sentences), and with the first of them
+  alone (the short answer: "…on the first working day.", "超过3天的病假需要提供医院开具的证明。");
 * **relevant** — each question with its own answer;
 * **other question** (not relevant) — each question with the answer of the most similar *other* question of
   the same source and language (most shared content words): same topic, another question;
@@ -24,7 +27,9 @@ Reported per construction and language: ROC-AUC of relevant vs that kind of nega
 0.85 health threshold of ``answer_relevance`` (relevant ≥ 0.85, not relevant below), for the shipped
 checks and, on the same rows, for the coverage heuristic they replaced. ``--judge embedding`` reports the
 embedding judge (``ragwatch[embeddings]``: the checks, with the claim–question similarity raising the
-coverage part under their caps) against the offline judge.
+coverage part under their caps) against the offline judge. Apart, for the short correct answers (the demo
+set and the RGB answers, a few words each): the share at or over the threshold, and the share scoring no
+higher than the median answer to another question of the same source.
 """
 
 from __future__ import annotations
@@ -89,6 +94,44 @@ def sources(data: Path) -> list[dict[str, str]]:
     for row in kit.read_jsonl(data / "relevance/wikiqa_dev.jsonl"):
         if row["relevant"]:
             add("wikiqa", row["language"], row["question"], row["passage"])
+    for language, question, answer in demo_answers():
+        add("demo", language, question, answer)
+    return out
+
+
+def demo_answers() -> list[tuple[str, str, str]]:
+    """(language, question, correct answer) from the demo handbook: the healthy demo service's answer to each
+    question, and its first sentence alone (the short answer)."""
+    from ragwatch.demo.kb import QUESTIONS
+    from ragwatch.demo.service import DemoService, sentences
+
+    service = DemoService(rw=None, hallucination_rate=0.0)  # type: ignore[arg-type]  # retrieve/generate only
+    out = []
+    for q in QUESTIONS:
+        answer, _ = service.generate(q.text, service.retrieve(q.text))
+        out.append((q.lang, q.text, answer))
+        first = sentences(answer)[0]
+        if first != answer:
+            out.append((q.lang, q.text, first))
+    return out
+
+
+def short_answers(rows: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    """For the short correct answers (demo, RGB): how many reach the threshold, and how many score no higher
+    than the median answer to another question of the same source (the unrelated-answer score)."""
+    out: dict[str, Any] = {}
+    for source in ("demo", "rgb"):
+        pos = [r[model] for r in rows if r["source"] == source and r["relevant"]]
+        neg = sorted(r[model] for r in rows if r["source"] == source and r["kind"] == "other question")
+        if not pos or not neg:
+            continue
+        median = neg[len(neg) // 2]
+        out[source] = {
+            "correct": len(pos),
+            "at_threshold": round(sum(p >= THRESHOLD for p in pos) / len(pos), 3),
+            "unrelated_median": median,
+            "correct_at_or_below_unrelated_median": round(sum(p <= median for p in pos) / len(pos), 3),
+        }
     return out
 
 
@@ -169,6 +212,7 @@ def report(rows: list[dict[str, Any]], models: tuple[str, str] = ("offline", "co
     positives = {
         lang: [r for r in rows if r["relevant"] and lang in (r["language"], "all")] for lang in ("en", "zh", "all")
     }
+    out["short answers"] = {model: short_answers(rows, model) for model in models}
     for (kind, lang), negs in sorted(cells.items()):
         pos = positives[lang]
         entry: dict[str, Any] = {"relevant": len(pos), "not_relevant": len(negs)}
@@ -203,10 +247,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} rows ({sum(r['relevant'] for r in rows)} relevant); threshold {THRESHOLD}")
     head = f"{new} | {old}"
     print(f"  {'negatives/language':24s} {'pos':>5s} {'neg':>5s}  {'AUC ' + head:>26s}  {'acc ' + head:>26s}")
+    shorts = result.pop("short answers")
     for name, e in result.items():
         auc = f"{e[new]['auc']:.3f} | {e[old]['auc']:.3f}"
         acc = f"{e[new]['accuracy']:.3f} | {e[old]['accuracy']:.3f}"
         print(f"  {name:24s} {e['relevant']:5d} {e['not_relevant']:5d}  {auc:>26s}  {acc:>26s}")
+    print("short correct answers: share >= threshold | share <= the median unrelated answer's score")
+    for source, e in shorts[new].items():
+        o = shorts[old].get(source, {})
+        print(
+            f"  {source:8s} {e['correct']:5d} correct  {e['at_threshold']:.3f} | "
+            f"{e['correct_at_or_below_unrelated_median']:.3f} (median unrelated {e['unrelated_median']:.2f})"
+            f"   {old}: {o.get('at_threshold', 0):.3f} | {o.get('correct_at_or_below_unrelated_median', 0):.3f}"
+        )
     return 0
 
 

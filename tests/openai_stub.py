@@ -31,11 +31,13 @@ __all__ = [
     "Recorded",
     "Reply",
     "chat_reply",
+    "embedding_reply",
     "raw_reply",
     "responses_reply",
     "responses_stream_reply",
     "status_reply",
     "stream_reply",
+    "tool_call_reply",
     "usage_chat_reply",
 ]
 
@@ -85,6 +87,35 @@ def chat_reply(
     return Reply(200, orjson.dumps(payload), {"Content-Type": "application/json"}, delay)
 
 
+def tool_call_reply(
+    name: str,
+    arguments: Mapping[str, Any],
+    *,
+    call_id: str = "call-1",
+    input_tokens: int = 100,
+    output_tokens: int = 10,
+    model: str = "stub-model",
+) -> Reply:
+    """A chat completion that asks for one tool call (``finish_reason: tool_calls``, no content), as a
+    tool-calling agent's model answers before it has what it needs."""
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": orjson.dumps(arguments).decode()}}
+    payload = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": _usage(input_tokens, output_tokens, 0),
+    }
+    return Reply(200, orjson.dumps(payload), _JSON)
+
+
 def _usage(input_tokens: int, output_tokens: int, cached_tokens: int) -> dict[str, Any]:
     usage: dict[str, Any] = {
         "prompt_tokens": input_tokens,
@@ -108,6 +139,18 @@ def usage_chat_reply(
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": _usage(input_tokens, output_tokens, cached_tokens),
     }
+    return Reply(200, orjson.dumps(payload), {"Content-Type": "application/json"})
+
+
+def embedding_reply(count: int, *, input_tokens: int | None, model: str = "text-embedding-3-small") -> Reply:
+    """An embeddings response with ``count`` small vectors; ``input_tokens=None`` leaves ``usage`` out."""
+    payload: dict[str, Any] = {
+        "object": "list",
+        "model": model,
+        "data": [{"object": "embedding", "index": i, "embedding": [0.1 * (i + 1), 0.2, 0.3]} for i in range(count)],
+    }
+    if input_tokens is not None:
+        payload["usage"] = {"prompt_tokens": input_tokens, "total_tokens": input_tokens}
     return Reply(200, orjson.dumps(payload), {"Content-Type": "application/json"})
 
 
@@ -320,7 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
             # Leave the in-flight count *before* answering: once the client has the response it may send the
             # next request, which must never overlap this one in the count.
             self.stub._done()
-        if not self.path.endswith(("/chat/completions", "/responses")):
+        if not self.path.endswith(("/chat/completions", "/responses", "/embeddings")):
             reply = status_reply(404, message=f"no route {self.path}")
         with contextlib.suppress(OSError):  # the client gave up (timeout) and closed the socket
             self.send_response(reply.status)

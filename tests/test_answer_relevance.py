@@ -125,3 +125,52 @@ def test_labelled_set_is_built_by_construction() -> None:
     assert models == ("offline", "coverage")
     report = ear.report(rows, models)
     assert report["year changed/en"]["offline"]["auc"] == 1.0  # the time check caps the changed answer
+
+
+# --------------------------------------------------------------------------- times said without a date
+
+DEMO_WHEN = [
+    # issue 27: both read 0.50 and `off_topic`, the score of an unrelated answer
+    (
+        "When do new employees receive a company laptop?",
+        "Every new employee receives a company laptop on the first working day.",
+    ),
+    ("病假什么时候需要医院证明？", "每年3天以内的病假不需要医院证明。超过3天的病假需要提供医院开具的证明。"),
+    ("新员工在哪天领取公司笔记本电脑？", "新员工在入职第一天领取公司笔记本电脑。"),
+    (
+        "When does finance pay approved expense reports?",
+        "Finance pays approved expense reports within 10 working days.",
+    ),
+    ("When is the annual bonus paid?", "The annual bonus is paid after three days of review."),
+    ("年终奖什么时候发放？", "年终奖每年一月发放。"),
+    ("When must the travel request be approved?", "The travel request must be approved before booking."),
+]
+
+
+@pytest.mark.parametrize(("question", "answer"), DEMO_WHEN, ids=[q for q, _ in DEMO_WHEN])
+def test_relative_and_event_times_answer_when(judge: OfflineJudge, question: str, answer: str) -> None:
+    from ragwatch.scoring.diagnosis import diagnose_all
+
+    verdict = judge.score(make(question, answer, [answer]))
+    assert verdict.scores["answer_relevance"] >= THRESHOLD
+    assert "off_topic" not in diagnose_all(verdict.scores, None)
+    assert check_answer(question, answer).answers_attribute is True
+
+
+def test_an_unrelated_answer_does_not_share_the_correct_answers_score(judge: OfflineJudge) -> None:
+    question, right = DEMO_WHEN[0]
+    unrelated = "Passwords must be at least 12 characters long and are changed regularly by the IT team."
+    assert scored(judge, question, unrelated) < THRESHOLD <= scored(judge, question, right)
+    assert check_answer(question, unrelated).answers_attribute is False
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("What year is the museum scheduled to open?", "The museum expects about five million visitors per year."),
+        ("博物馆哪一年开放？", "博物馆每年接待约五百万游客。"),
+    ],
+)
+def test_a_calendar_question_is_not_answered_by_a_relative_time(question: str, answer: str) -> None:
+    assert check_answer(question, answer).answers_attribute is False
+    assert answer_relevance(question, answer) < THRESHOLD

@@ -155,10 +155,14 @@ def test_signed_probe_header_marks_the_run(registry: CollectorRegistry, provider
     runs: list[ragwatch.Run] = []
     watched.add_listener(runs.append)
     with TestClient(build_fastapi(watched)) as client:
-        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: sign_probe("s3", "POST", "/ask")})
-        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: "replay"})  # unsigned: ignored
-        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: sign_probe("wrong", "POST", "/ask")})
-        client.post("/ask", json={"question": "q"}, headers={PROBE_HEADER: sign_probe("s3", "GET", "/ask")})
+        body = b'{"question": "q"}'  # the signature covers the exact body sent
+        for mark in (
+            sign_probe("s3", "POST", "/ask", body=body),
+            "replay",  # unsigned: ignored
+            sign_probe("wrong", "POST", "/ask", body=body),
+            sign_probe("s3", "GET", "/ask", body=body),
+        ):
+            client.post("/ask", content=body, headers={"content-type": "application/json", PROBE_HEADER: mark})
         client.post("/ask", json={"question": "q"})
     assert [r.tags.get("probe") for r in runs] == ["1", None, None, None, None]
     roots = [s for s in spans.all() if s.name == "rag svc"]

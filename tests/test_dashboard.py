@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,6 +34,8 @@ from tests.scored import XSS_ANSWER, XSS_CHUNK, XSS_QUESTION, XSS_ROUTE, scored_
 from tests.servers import CHROMIUM_FLAGS, free_port, require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Screenshots for docs/dashboard.md are written there with RAGWATCH_DOCS_SCREENSHOTS=1 (else to tmp).
+DOCS = ROOT / "docs"
 THRESHOLDS = {
     "faithfulness": 0.75,
     "hallucination_rate": 0.2,
@@ -58,8 +61,8 @@ def browser() -> Iterator[Any]:
 class Page:
     """A page with its console messages, uncaught errors and every request it made."""
 
-    def __init__(self, browser: Any, url: str) -> None:
-        self.page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    def __init__(self, browser: Any, url: str, width: int = 1280) -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": 1000})
         self.console: list[tuple[str, str]] = []
         self.requests: list[str] = []
         self.page.on("console", lambda m: self.console.append((m.type, m.text)))
@@ -72,7 +75,7 @@ class Page:
         """Poll with evaluate (wait_for_function would eval a string, which the page's CSP rightly forbids)."""
         deadline = time.monotonic() + timeout
         while not self.page.evaluate(expression):
-            assert time.monotonic() < deadline, f"timed out waiting for {expression}"
+            assert time.monotonic() < deadline, f"timed out waiting for {expression}: {self.page.evaluate(SEEN)}"
             time.sleep(0.1)
 
     def js(self, expression: str, arg: Any = None) -> Any:
@@ -86,6 +89,9 @@ class Page:
         print(f"screenshot: {path}")
         return path
 
+
+# what the page shows, for a timed-out wait's message
+SEEN = "[window.ragwatch && window.ragwatch.error, (document.querySelector('.facts') || {}).textContent]"
 
 PAINTED = """(name) => {
   const chart = window.ragwatch.charts.find(c => c.name === name);
@@ -106,7 +112,7 @@ BAND_PIXEL = """(name) => {
 }"""
 
 
-def assert_page_is_sound(page: Page, *, samples: int) -> None:
+def assert_page_is_sound(page: Page, *, samples: int, now: bool = True) -> None:
     charts = {
         c["name"]: c["points"] for c in page.js("window.ragwatch.charts.map(c => ({name: c.name, points: c.points}))")
     }
@@ -127,9 +133,16 @@ def assert_page_is_sound(page: Page, *, samples: int) -> None:
     assert page.js("document.querySelectorAll('mark.claim.unsupported').length") > 0
     assert page.js("document.querySelectorAll('mark.claim.supported').length") > 0
     assert page.js("document.querySelectorAll('.chunks .chunk').length") > 0
+    # worst samples: one card per question, its count shown
+    assert page.js("document.querySelector('article.sample .count').textContent").endswith(
+        "samples asked this and failed"
+    )
+    # the now-panel: the breaker in words, a live window per scored metric
+    assert page.js("document.querySelectorAll('table.now-windows tbody tr').length") == (5 if now else 0)
     # planted markup is text, not elements, and never ran
     assert page.js("window.__xss") is None
-    assert page.js("document.querySelectorAll('a, img, svg, iframe, object, embed').length") == 0
+    assert page.js("document.querySelectorAll('img, svg, iframe, object, embed').length") == 0
+    assert page.js("Array.from(document.querySelectorAll('a')).filter(a => !a.closest('.trace')).length") == 0
     text = page.js("document.body.innerText")
     for payload in (XSS_QUESTION, XSS_ANSWER, XSS_ROUTE, XSS_CHUNK):
         assert payload in text, payload
@@ -154,7 +167,7 @@ def assert_ceiling_is_drawn_as_a_ceiling(page: Page) -> None:
     [rate] = [r for r in rows if r.startswith("hallucination_rate")]
     assert f"≤ {line:.3f}" in rate and "✅ ok" in rate, rate
     assert next(r for r in rows if r.startswith("faithfulness")).count("≥ 0.750") == 1
-    legend = page.js("document.querySelector('.chart[data-metric=\"hallucination_rate\"]').textContent")
+    legend = page.js("document.querySelector('.chart[data-metric=\"hallucination_rate\"] .u-legend').textContent")
     assert f"threshold ≤ {line:.2f}" in legend, legend
     cells = [(cls, float(text)) for cls, text in page.js(HEAT_COLUMN, "hallucination_rate") if text != "–"]
     assert cells and all(("ok" in cls) == (mean <= line) for cls, mean in cells), cells
@@ -192,7 +205,7 @@ def test_html_report_renders_offline_and_inert(browser: Any, tmp_path: Path) -> 
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     page = Page(browser, html.as_uri())
-    assert_page_is_sound(page, samples=len(records))
+    assert_page_is_sound(page, samples=len(records), now=False)
     assert page.js("document.querySelector('.badge').textContent") == "mode: not in this source"
     judges = page.js("document.querySelector('.judges').textContent")
     assert f"offline 1 ({len(records) // 2})" in judges and f"offline {tuned['version']} (" in judges
@@ -222,7 +235,7 @@ def live(redis_url: str) -> Iterator[tuple[str, Any]]:
 def test_live_page_on_the_worker_port_refreshes(browser: Any, live: tuple[str, Any], tmp_path: Path) -> None:
     base, queue = live
     assert httpx.get(f"{base}/metrics").status_code == 200  # the worker's own endpoints are still there
-    page = Page(browser, f"{base}/dashboard")
+    page = Page(browser, f"{base}/dashboard?range=15m")  # ten minutes of scores: 15 s buckets
     assert_page_is_sound(page, samples=240)
     assert page.js("document.querySelector('.badge').textContent") == "normal"
     assert {u.split("/")[2] for u in page.requests} == {base.split("/")[2]}  # same origin only
@@ -271,12 +284,13 @@ def test_demo_serve_prints_the_dashboard_url(browser: Any, tmp_path: Path) -> No
             printed.append(line)
             if "still serving" in line:
                 break
-        url = f"http://127.0.0.1:{port}/dashboard"
-        assert any(f"live quality page: {url}" in line for line in printed), "".join(printed)
+        found = [m.group(1) for line in printed if (m := re.search(r"live quality page: (\S+)", line))]
+        assert found and found[0].startswith(f"http://127.0.0.1:{port}/dashboard"), "".join(printed)
+        url = found[0]  # with its ?token= when the demo's page is gated
         ask = httpx.post(f"http://127.0.0.1:{port}/ask", json={"question": "How early must travel be approved?"})
         assert ask.status_code == 200 and ask.json()["answer"]  # everything else still reaches the service
         assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 200
-        page = Page(browser, url)
+        page = Page(browser, url, width=1400)
         charts = {
             c["name"]: c["points"]
             for c in page.js("window.ragwatch.charts.map(c => ({name: c.name, points: c.points}))")
@@ -284,8 +298,15 @@ def test_demo_serve_prints_the_dashboard_url(browser: Any, tmp_path: Path) -> No
         assert charts["context_precision_3"] > 0 and charts["diagnosis_mix"] > 0
         assert page.js("window.ragwatch.data.degraded_periods.length") >= 1  # the demo's fault, replayed
         assert page.js("window.ragwatch.data.samples") >= 90
-        assert page.errors() == []
+        # top_k = 3 = K: context relevance is CP@3 on every sample, shown once (no second chart or column)
+        assert page.js("window.ragwatch.data.merged") == {"context_relevance": "context_precision_3"}
+        assert "context_relevance" not in charts
+        assert page.js("document.querySelector('.breaker').textContent").startswith("normal")  # recovered
+        height = page.js("document.documentElement.scrollHeight")
         page.shot(tmp_path / "demo.png")
+        assert height < 2500, f"the demo page is {height} px tall at 1400 px wide"
+        assert page.errors() == []
+        page.shot(DOCS / "dashboard-demo.png" if os.environ.get("RAGWATCH_DOCS_SCREENSHOTS") else tmp_path / "demo.png")
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -342,3 +363,172 @@ def test_an_unreachable_store_answers_503_not_a_crash() -> None:
         assert dashboard.handle("/metrics") is None  # not the dashboard's: left to the server
     finally:
         queue.close()
+
+
+# -- issue 27: now apart from history, range, filters, trace links, loading and errors -----------------------
+@pytest.fixture
+def windowed(redis_url: str) -> Iterator[tuple[str, Any, Any, Any]]:
+    """A worker's page and /metrics over real Redis: two hours of scores, the newest 20 in the SLA window,
+    the evaluator ticked (what `ragwatch worker` does every evaluation period)."""
+    from ragwatch.metrics.catalog import WorkerMetrics, families
+    from ragwatch.mode.sla import SLAEvaluator
+
+    queue = open_queue(redis_url, "kb-qa")
+    now = time.time()
+    old = scored_records(start=now - 7200, n=40, seed=5)  # an hour and more ago
+    recent = scored_records(start=now - 600, n=236, seed=3)  # the last ten minutes, ending inside the window
+    for r in old:
+        r["sample_id"] = "old-" + r["sample_id"]
+    recent[-1]["trace_id"] = 'x"&<b>/#?y'  # a hostile trace id: the link must carry it encoded
+    recent[-1]["scores"]["faithfulness"] = 0.1  # past its line: it gets a card
+    records = old + recent
+    queue.apply_many([(r["sample_id"], orjson.dumps(r), r["scores"], r["created_at"]) for r in records])
+    registry = CollectorRegistry()
+    metrics = families(WorkerMetrics, registry)
+    health = {m: t for m, t in THRESHOLDS.items() if m != POLICY.metric}
+    evaluator = SLAEvaluator(queue, POLICY, health, metrics)
+    evaluator.tick()
+    dashboard = Dashboard(
+        QueueSource(queue),
+        THRESHOLDS,
+        POLICY,
+        refresh_seconds=1.0,
+        cache_seconds=0.0,
+        trace_url="https://tempo.example/explore?trace={trace_id}",
+    )
+    server = serve_worker_http(Worker(queue, []), 0, "127.0.0.1", registry, dashboard=dashboard)
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", queue, evaluator, records
+    finally:
+        server.shutdown()
+        server.server_close()
+        queue.close()
+
+
+def scraped_window(base: str, metric: str) -> float:
+    for line in httpx.get(f"{base}/metrics").text.splitlines():
+        if line.startswith("ragwatch_window_value{") and f'metric="{metric}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no ragwatch_window_value for {metric}")
+
+
+def test_the_now_panel_shows_the_window_value_of_metrics(browser: Any, windowed: tuple, tmp_path: Path) -> None:
+    base, _, evaluator, _ = windowed
+    page = Page(browser, f"{base}/dashboard")
+    rows = page.js(
+        "Array.from(document.querySelectorAll('table.now-windows tbody tr'))"
+        ".map(tr => [tr.cells[0].firstChild.textContent, tr.cells[1].textContent])"
+    )
+    assert [m for m, _ in rows] == ["context_precision_3", *(m for m in METRICS if m != "context_precision_3")]
+    evaluator.tick()  # within one evaluation period of the page's read
+    for metric, shown in rows:
+        assert float(shown) == pytest.approx(scraped_window(base, metric), abs=5e-4), metric
+    words = page.js("document.querySelector('.breaker').textContent")
+    assert words.startswith("normal") and "enters degraded when context_precision_3 < 0.65" in words
+    assert page.errors() == []
+
+
+def test_range_and_filters_redraw(browser: Any, windowed: tuple, tmp_path: Path) -> None:
+    base, _, _, records = windowed
+    page = Page(browser, f"{base}/dashboard")
+    assert page.js("window.ragwatch.data.range.name") == "1h" and "(last 1h)" in page.js(
+        "document.querySelector('.facts').textContent"
+    )
+    assert page.js("window.ragwatch.data.samples") == 236  # the older 40 are outside the last hour
+    before = page.js("window.ragwatch.loads")
+    page.page.click("button[data-range='24h']")
+    page.wait(f"window.ragwatch.loads > {before} && window.ragwatch.data.range.name === '24h'")
+    assert page.js("window.ragwatch.data.samples") == 276 and "range=24h" in page.page.url
+    first = page.js("window.ragwatch.charts.find(c => c.name === 'faithfulness').plot.scales.x.min")
+    assert first < time.time() - 7000  # the axis now reaches back to the old records
+    page.page.select_option("select[name=route]", "/chat")
+    page.wait("window.ragwatch.data.filters.route === '/chat'")
+    assert page.js("window.ragwatch.data.samples") == sum(1 for r in records if r["route"] == "/chat")
+    assert "filtered: route /chat" in page.js("document.querySelector('.filtered').textContent")
+    page.page.fill("input[name=q]", records[-2]["trace_id"])
+    page.page.click("button[name=apply]")
+    page.wait("window.ragwatch.data.filters.text !== null")
+    assert page.js("window.ragwatch.data.samples") == (1 if records[-2]["route"] == "/chat" else 0)
+    page.page.click("button[name=clear]")
+    page.wait("window.ragwatch.data.filters.route === null && window.ragwatch.data.samples === 276")
+    page.page.select_option("select[name=diagnosis]", "noisy_retrieval")
+    page.wait("window.ragwatch.data.filters.diagnosis === 'noisy_retrieval'")
+    diags = page.js(
+        "Array.from(document.querySelectorAll('article.sample')).map(a => a.querySelector('.diag').textContent)"
+    )
+    assert diags and set(diags) == {"noisy_retrieval"}
+    if os.environ.get("RAGWATCH_DOCS_SCREENSHOTS"):
+        page.page.set_viewport_size({"width": 1400, "height": 1000})
+        time.sleep(0.5)
+        page.shot(DOCS / "dashboard-filtered.png")
+    assert httpx.get(f"{base}/dashboard.json", params={"range": "7d"}).status_code == 400
+    assert page.errors() == []
+
+
+def test_cards_link_to_their_trace_escaped_and_legends_show_on_hover(browser: Any, windowed: tuple) -> None:
+    base, _, _, _records = windowed
+    page = Page(browser, f"{base}/dashboard?q=" + "x%22%26")  # finds the sample with the hostile trace id
+    links = page.js(
+        "Array.from(document.querySelectorAll('.trace a')).map(a => [a.getAttribute('href'), a.textContent])"
+    )
+    assert links == [["https://tempo.example/explore?trace=x%22%26%3Cb%3E%2F%23%3Fy", 'x"&<b>/#?y']]
+    assert page.js("document.querySelector('.trace a').rel") == "noopener noreferrer"
+    assert page.js("document.querySelectorAll('.trace b').length") == 0
+    page = Page(browser, f"{base}/dashboard")
+    traced = page.js("Array.from(document.querySelectorAll('.trace a')).map(a => a.getAttribute('href'))")
+    assert traced and all(h.startswith("https://tempo.example/explore?trace=") for h in traced)
+    legend = "getComputedStyle(document.querySelector('.chart[data-metric=faithfulness] .u-legend')).display"
+    assert page.js(legend) == "none"  # no permanent "Time: -- · mean: --" row
+    page.page.hover(".chart[data-metric=faithfulness] .u-over")
+    assert page.js(legend) != "none"
+    axes = page.js("window.ragwatch.charts.find(c => c.name === 'faithfulness').plot.axes.map(a => a.label)")
+    assert axes[1] == "mean score" and axes[2].startswith("samples / ") and axes[0].startswith("time (")
+    assert page.errors() == []
+
+
+class SlowOrBroken:
+    """A score source that answers late, then fails: what the page shows meanwhile."""
+
+    name = "slow"
+
+    def __init__(self, delay: float, fail: bool) -> None:
+        self.delay, self.fail = delay, fail
+
+    def records(self, count: int) -> list[dict[str, Any]]:
+        time.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("store broken")
+        return scored_records(start=time.time() - 300, n=30)
+
+    def mode(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_slow_or_failing_json_is_shown(browser: Any, fail: bool) -> None:
+    from http.server import ThreadingHTTPServer
+
+    dashboard = Dashboard(SlowOrBroken(2.5, fail), THRESHOLDS, POLICY, refresh_seconds=30.0, cache_seconds=0.0)
+    server = serve_worker_http(
+        Worker(open_queue("memory://slow", "kb-qa"), []), 0, "127.0.0.1", CollectorRegistry(), dashboard=dashboard
+    )
+    assert isinstance(server, ThreadingHTTPServer)
+    try:
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_port}/dashboard")
+        time.sleep(1.2)
+        text = page.evaluate("document.getElementById('app').textContent")
+        assert text.startswith("Loading scores from /dashboard.json") and text.endswith(" s"), text
+        deadline = time.monotonic() + 10
+        while page.evaluate("!window.ragwatch.rendered && !window.ragwatch.error"):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        if fail:
+            error = page.evaluate("document.querySelector('.load-error').textContent")
+            assert error == "Could not load the scores (HTTP 503: score source unavailable); retrying every 30 s"
+        else:
+            assert page.evaluate("document.querySelector('.facts').textContent").startswith("30 scored samples")
+        page.close()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,6 +1,7 @@
 """The live page of a service that scores in process: a real uvicorn service on ``memory://`` (no Redis, no
-worker) answers ``/dashboard``, ``.json`` and ``.jsonl`` from its own scores through ``RagwatchMiddleware``;
-``ragwatch report --url`` reads them; headless Chromium draws them with planted markup inert."""
+worker) answers ``/dashboard``, ``.json`` and ``.jsonl`` from its own scores through ``RagwatchMiddleware``,
+behind its gate (``dashboard_token``, forwarding headers, ``dashboard_sources``); ``ragwatch report --url``
+reads them; headless Chromium draws them with planted markup inert."""
 
 from __future__ import annotations
 
@@ -20,11 +21,15 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
+from prometheus_client import CollectorRegistry
 
 import ragwatch
 from tests.scored import XSS_ANSWER, XSS_QUESTION
 from tests.servers import free_port
 from tests.test_dashboard import PAINTED, Page, browser  # noqa: F401  (browser: the Chromium fixture)
+
+TOKEN = "s3cret-dashboard-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 CHUNKS = [
     {"id": "travel-1", "text": "Hotels are reimbursed up to 600 CNY per night on business trips.", "score": 0.9},
@@ -42,7 +47,9 @@ def service(**settings: Any) -> tuple[FastAPI, ragwatch.RagWatch]:
         "tracing": False,
         "flush_interval": 0.02,
     }
-    rw = ragwatch.RagWatch("svc", registry=None, **{**options, **settings})
+    registry = settings.pop("registry", None)
+    rw = ragwatch.RagWatch("svc", registry=registry, **{**options, **settings})
+    rw._test_registry = registry  # type: ignore[attr-defined]
 
     @rw.retriever
     def retrieve(question: str) -> list[dict[str, Any]]:
@@ -66,9 +73,9 @@ def service(**settings: Any) -> tuple[FastAPI, ragwatch.RagWatch]:
     return app, rw
 
 
-def serve(app: FastAPI) -> tuple[str, uvicorn.Server]:
+def serve(app: FastAPI, **config: Any) -> tuple[str, uvicorn.Server]:
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **config))
     threading.Thread(target=server.run, daemon=True).start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -90,8 +97,8 @@ def traffic(base: str, rw: ragwatch.RagWatch, n: int) -> None:
 
 @pytest.fixture(scope="module")
 def scored() -> Iterator[tuple[str, ragwatch.RagWatch]]:
-    """A service that served 30 requests and scored them all itself."""
-    app, rw = service()
+    """A service that served 30 requests and scored them all itself; its page asks for TOKEN."""
+    app, rw = service(dashboard_token=TOKEN)
     base, server = serve(app)
     try:
         traffic(base, rw, 30)
@@ -103,23 +110,40 @@ def scored() -> Iterator[tuple[str, ragwatch.RagWatch]]:
 
 def report(url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGWATCH_")}
+    env["RAGWATCH_DASHBOARD_TOKEN"] = TOKEN
     cmd = [sys.executable, "-m", "ragwatch", "report", "--url", url]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_the_service_serves_its_own_scores_at_dashboard(scored: tuple[str, ragwatch.RagWatch]) -> None:
     base, rw = scored
-    page = httpx.get(f"{base}/dashboard")
+    page = httpx.get(f"{base}/dashboard", headers=AUTH)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "Content-Security-Policy" in page.text and "the app's own" not in page.text
-    data = httpx.get(f"{base}/dashboard.json").json()
+    data = httpx.get(f"{base}/dashboard.json", params={"token": TOKEN}).json()
     assert data["samples"] == 30 and data["services"] == ["svc"]
     means = {row["metric"]: row["mean"] for row in data["metrics"]}
     records = rw.scores()
     cp3 = sum(r["scores"]["context_precision_3"] for r in records) / len(records)
     assert means["context_precision_3"] == pytest.approx(cp3)  # the in-process scores, not something else
-    lines = httpx.get(f"{base}/dashboard.jsonl", params={"count": 5}).text.splitlines()
+    lines = httpx.get(f"{base}/dashboard.jsonl", params={"count": 5}, headers=AUTH).text.splitlines()
     assert [json.loads(line)["sample_id"] for line in lines] == [r["sample_id"] for r in records[:5]]
+
+
+def test_the_service_page_shows_operations_from_its_own_metrics() -> None:
+    """The operations panel of the service's own page reads its request histogram and cost counter: the
+    requests it served in the range, none failed, a p95 and a cost — no Prometheus needed."""
+    app, rw = service(dashboard_token=TOKEN)
+    base, server = serve(app)
+    try:
+        traffic(base, rw, 4)
+        ops = httpx.get(f"{base}/dashboard.json", params={"range": "15m"}, headers=AUTH).json()["operations"]
+    finally:
+        server.should_exit = True
+        rw.close(1)
+    assert ops["available"] is True and ops["from"] == "this process's metrics", ops
+    assert ops["requests"] == 4 and ops["error_ratio"] == 0.0
+    assert ops["p95_seconds"] is not None and ops["p95_seconds"] > 0 and ops["cost_per_hour"] > 0
 
 
 def test_report_url_reads_a_running_service(scored: tuple[str, ragwatch.RagWatch], tmp_path: Path) -> None:
@@ -130,7 +154,7 @@ def test_report_url_reads_a_running_service(scored: tuple[str, ragwatch.RagWatch
         assert "30 scored samples from svc" in out.stdout and "context_precision_3" in out.stdout
     assert list(tmp_path.iterdir()) == []  # no Δ state file written unasked
 
-    app, rw = service()  # scores in process, but nothing was asked yet
+    app, rw = service(dashboard_token=TOKEN)  # scores in process, but nothing was asked yet
     empty, server = serve(app)
     try:
         out = report(empty, tmp_path)
@@ -142,16 +166,94 @@ def test_report_url_reads_a_running_service(scored: tuple[str, ragwatch.RagWatch
 
 @pytest.mark.parametrize(
     "settings",
-    [{"dashboard": False}, {"scoring": "off"}, {"dashboard_sources": ["10.99.0.0/16"]}],
-    ids=["switched-off", "not-scoring", "client-not-in-dashboard-sources"],
+    [
+        {"dashboard": False, "dashboard_token": TOKEN},
+        {"scoring": "off", "dashboard_token": TOKEN},
+        {"dashboard_sources": ["10.99.0.0/16"]},
+        {},
+        {"dashboard_sources": ["10.99.0.0/16"], "dashboard_token": TOKEN},
+    ],
+    ids=["switched-off", "not-scoring", "client-not-in-dashboard-sources", "no-gate-configured", "token-and-sources"],
 )
 def test_the_app_keeps_dashboard_when_switched_off_or_not_scoring(settings: dict[str, Any]) -> None:
-    """Off, scored elsewhere, or asked by a client outside dashboard_sources: the app's own route answers."""
+    """Off, scored elsewhere, no gate configured (neither a token nor explicit dashboard_sources: the default
+    loopback list no longer opens the page, since behind a same-host proxy everyone is loopback), or asked by
+    a client outside dashboard_sources: the app's own route answers, even with the right token."""
     app, rw = service(**settings)
     base, server = serve(app)
     try:
-        assert httpx.get(f"{base}/dashboard").text == "the app's own dashboard"
-        assert httpx.get(f"{base}/dashboard.json").status_code == 404  # the app has no such route
+        assert httpx.get(f"{base}/dashboard", headers=AUTH).text == "the app's own dashboard"
+        assert httpx.get(f"{base}/dashboard.json", headers=AUTH).status_code == 404  # the app has no such route
+    finally:
+        server.should_exit = True
+        rw.close(1)
+
+
+def refused(rw: ragwatch.RagWatch, outcome: str) -> float:
+    value = rw_registry(rw).get_sample_value(
+        "ragwatch_dashboard_requests_total", {"service": "svc", "outcome": outcome}
+    )
+    return value or 0.0
+
+
+def rw_registry(rw: ragwatch.RagWatch) -> CollectorRegistry:
+    return rw._test_registry  # type: ignore[attr-defined,no-any-return]
+
+
+def test_the_token_opens_the_page_and_nothing_else_does() -> None:
+    """Issue 29 item 2: behind a same-host proxy, an L4 proxy or a mesh sidecar every caller is 127.0.0.x,
+    and the default loopback allow-list opened the page to all of them. With a token, only a caller that
+    presents it gets the page and its JSON; the others reach the app's own route, and each refusal is counted."""
+    app, rw = service(dashboard_token=TOKEN, registry=CollectorRegistry())
+    base, server = serve(app)
+    wrong = TOKEN[:-1] + "x"
+    try:
+        for path in ("/dashboard", "/dashboard.json", "/dashboard.jsonl"):
+            apps = "the app's own dashboard" if path == "/dashboard" else '{"detail":"Not Found"}'
+            assert httpx.get(base + path).text == apps
+            assert httpx.get(base + path, headers={"Authorization": f"Bearer {wrong}"}).text == apps
+            assert httpx.get(base + path, params={"token": wrong}).text == apps
+            assert httpx.get(base + path, headers={"Authorization": f"Basic {TOKEN}"}).text == apps
+            for opened in (httpx.get(base + path, headers=AUTH), httpx.get(base + path, params={"token": TOKEN})):
+                assert opened.status_code == 200 and opened.text != apps
+        assert httpx.post(f"{base}/ask", json={"question": "hotel?"}).status_code == 200  # the service goes on
+    finally:
+        server.should_exit = True
+        rw.close(1)
+    assert (refused(rw, "no_token"), refused(rw, "bad_token"), refused(rw, "served")) == (6, 6, 6)
+
+
+@pytest.mark.parametrize("header", ["X-Forwarded-For", "X-Real-IP", "Forwarded"])
+def test_forwarded_requests_are_refused_unless_a_trusted_proxy_brings_the_token(header: str) -> None:
+    """Issue 29 item 2: with uvicorn's ``forwarded_allow_ips='*'`` (the usual container setting) a spoofed
+    ``X-Forwarded-For: 127.0.0.1`` made the caller loopback, and dashboard_sources let it in. A request that
+    carries a forwarding header is refused unless its peer is one of dashboard_trusted_proxies and it brings
+    the token; an address list alone never opens the page to a forwarded request."""
+    value = "for=127.0.0.1" if header == "Forwarded" else "127.0.0.1"
+    spoofed = {header: value}
+    app, rw = service(dashboard_sources=["127.0.0.1"], registry=CollectorRegistry())
+    base, server = serve(app, proxy_headers=True, forwarded_allow_ips="*")
+    try:
+        assert httpx.get(f"{base}/dashboard").status_code == 200  # a direct loopback viewer (explicit list)
+        assert httpx.get(f"{base}/dashboard", headers=spoofed).text == "the app's own dashboard"
+    finally:
+        server.should_exit = True
+        rw.close(1)
+    assert refused(rw, "forwarded") == 1
+
+    app, rw = service(dashboard_token=TOKEN, dashboard_trusted_proxies=["10.0.0.0/8"])
+    base, server = serve(app)
+    try:  # the peer (127.0.0.1) is not a trusted proxy: even the token does not open it
+        assert httpx.get(f"{base}/dashboard", headers={**spoofed, **AUTH}).text == "the app's own dashboard"
+    finally:
+        server.should_exit = True
+        rw.close(1)
+
+    app, rw = service(dashboard_token=TOKEN, dashboard_trusted_proxies=["127.0.0.1"])
+    base, server = serve(app)
+    try:  # our own proxy forwards, and the viewer brought the token
+        assert httpx.get(f"{base}/dashboard", headers=spoofed).text == "the app's own dashboard"
+        assert httpx.get(f"{base}/dashboard", headers={**spoofed, **AUTH}).status_code == 200
     finally:
         server.should_exit = True
         rw.close(1)
@@ -167,7 +269,7 @@ def test_a_bad_dashboard_source_is_a_config_error() -> None:
 
 
 def test_a_broken_source_answers_503_and_the_service_goes_on() -> None:
-    app, rw = service()
+    app, rw = service(dashboard_token=TOKEN)
     base, server = serve(app)
     try:
 
@@ -175,9 +277,9 @@ def test_a_broken_source_answers_503_and_the_service_goes_on() -> None:
             raise RuntimeError("a bug in the store")
 
         rw.queue.recent_scores = broken  # type: ignore[union-attr,method-assign]
-        assert httpx.get(f"{base}/dashboard").status_code == 200  # the page itself needs no store
+        assert httpx.get(f"{base}/dashboard", headers=AUTH).status_code == 200  # the page itself needs no store
         for path in ("/dashboard.json", "/dashboard.jsonl"):
-            response = httpx.get(base + path)
+            response = httpx.get(base + path, headers=AUTH)
             assert response.status_code == 503 and response.text == "score source unavailable\n"
         assert httpx.post(f"{base}/ask", json={"question": "hotel?"}).status_code == 200
     finally:
@@ -191,7 +293,7 @@ def test_live_page_of_the_service_in_chromium(
     tmp_path: Path,
 ) -> None:
     base, rw = scored
-    page = Page(browser, f"{base}/dashboard")
+    page = Page(browser, f"{base}/dashboard?token={TOKEN}")  # the page passes the token on to its JSON
     charts = {
         c["name"]: c["points"] for c in page.js("window.ragwatch.charts.map(c => ({name: c.name, points: c.points}))")
     }

@@ -422,7 +422,9 @@ def test_helm_worker_deployment() -> None:
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
-    assert set(env) == {"RAGWATCH_REDIS_URL", "RAGWATCH_JUDGE_API_KEY"}
+    assert set(env) == {"RAGWATCH_REDIS_URL", "RAGWATCH_JUDGE_API_KEY", "RAGWATCH_DASHBOARD_TOKEN"}
+    startup = container["startupProbe"]
+    assert startup["httpGet"]["path"] == "/livez" and startup["periodSeconds"] * startup["failureThreshold"] >= 300
     config = next(d for d in docs if d["kind"] == "ConfigMap")
     assert container["envFrom"][0]["configMapRef"]["name"] == config["metadata"]["name"]
     assert all(key.startswith("RAGWATCH_") for key in config["data"])
@@ -529,6 +531,12 @@ def test_helm_redis_password_comes_only_from_a_secret(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert out.returncode != 0 and "redis.url" in out.stderr  # a password in plain values is refused
+    for url in ("redis://redis:6379/0?password=hunter2", "rediss://redis:6380/0?ssl_cert_reqs=none&PassWord=hunter2"):
+        out = subprocess.run(
+            [helm, "template", "rw", str(CHART), "--set", f"redis.url={url}"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert out.returncode != 0 and "redis.url" in out.stderr, url  # in the query string too (issue 29)
     values = {
         "redis": {"url": "redis://redis:6379/0", "passwordSecret": {"name": "redis-auth", "key": "pw"}},
         "keda": {"enabled": True},
@@ -546,7 +554,9 @@ def test_helm_redis_password_comes_only_from_a_secret(tmp_path: Path) -> None:
     auth = by_kind["TriggerAuthentication"]["spec"]["secretTargetRef"][0]
     assert {"name": auth["name"], "key": auth["key"]} == password  # KEDA reads the workers' Secret
     assert "RAGWATCH_JUDGE_API_KEY" in worker_env and "RAGWATCH_JUDGE_API_KEY" not in replay_env
-    assert "hunter2" not in yaml.safe_dump_all(docs) and "pw" not in str(by_kind["Secret"]["stringData"])
+    assert "hunter2" not in yaml.safe_dump_all(docs)
+    generated = ("probe-secret", "dashboard-token")  # random: may contain any two letters
+    assert "pw" not in str({k: v for k, v in by_kind["Secret"]["stringData"].items() if k not in generated})
     values["keda"] = {"enabled": True, "passwordSecret": {"name": "other", "key": "pw"}}
     out = subprocess.run(
         [helm, "template", "rw", str(CHART), *_values(tmp_path, values)],
@@ -630,3 +640,127 @@ def test_helm_liveness_outlasts_the_llm_judges_worst_case(
     probe = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
     window = probe["periodSeconds"] * probe["failureThreshold"]
     assert stall_seconds(worker, settings, judges) + window > timeout * (retries + 1) + retries * 20
+
+
+# -- issue 29 item 8: the chart's and the compose file's defaults ------------------------------------------
+
+
+def _secret_env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container.get("env", []) if "valueFrom" in e}
+
+
+def test_helm_secret_settings_live_in_the_secret_never_the_config_map(tmp_path: Path) -> None:
+    """probe_secret, sample_secret and the dashboard token go into the chart's Secret and reach the pods by
+    secretKeyRef; the schema refuses them in `config` (the ConfigMap, plain text to anyone who can read it)."""
+    helm = require_helm()
+    values = {
+        "replay": {"enabled": True, "url": "http://kb:8000/ask"},
+        "secrets": {"probeSecret": "probe-s3cret", "sampleSecret": "sample-s3cret", "dashboardToken": "dash-t0ken"},
+    }
+    docs = render(helm, *_values(tmp_path, values))
+    by_kind = {d["kind"]: d for d in docs}
+    secret = by_kind["Secret"]
+    assert secret["stringData"]["probe-secret"] == "probe-s3cret"
+    assert secret["stringData"]["sample-secret"] == "sample-s3cret"
+    assert secret["stringData"]["dashboard-token"] == "dash-t0ken"
+    config = yaml.safe_dump(by_kind["ConfigMap"])
+    assert not {"probe-s3cret", "sample-s3cret", "dash-t0ken"} & set(re.findall(r"[\w-]+", config))
+    worker = _secret_env(by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0])
+    replay = _secret_env(by_kind["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0])
+    name = secret["metadata"]["name"]
+    assert worker["RAGWATCH_DASHBOARD_TOKEN"] == {"name": name, "key": "dashboard-token"}
+    assert replay["RAGWATCH_PROBE_SECRET"] == {"name": name, "key": "probe-secret"}  # signed by default
+    assert "RAGWATCH_DASHBOARD_TOKEN" not in replay and "RAGWATCH_PROBE_SECRET" not in worker
+    for key in ("PROBE_SECRET", "SAMPLE_SECRET", "DASHBOARD_TOKEN"):
+        out = subprocess.run(
+            [helm, "template", "rw", str(CHART), "--set", f"config.{key}=leaked"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert out.returncode != 0 and "config" in out.stderr, key
+
+
+def test_helm_generates_the_probe_secret_and_dashboard_token_when_none_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defaults: the replay CronJob is signed and the worker's page asks for a token, both generated when
+    not given (and kept on upgrades through lookup). The replay runs unsigned only when asked to."""
+    from ragwatch.settings import load_settings
+
+    helm = require_helm()
+    docs = render(helm, *_values(tmp_path, {"replay": {"enabled": True, "url": "http://kb:8000/ask"}}))
+    by_kind = {d["kind"]: d for d in docs}
+    data = by_kind["Secret"]["stringData"]
+    assert re.fullmatch(r"[A-Za-z0-9]{40}", data["probe-secret"]) and re.fullmatch(
+        r"[A-Za-z0-9]{40}", data["dashboard-token"]
+    )
+    assert data["probe-secret"] != data["dashboard-token"]
+    for name in [k for k in os.environ if k.startswith("RAGWATCH_")]:
+        monkeypatch.delenv(name)
+    for name, value in by_kind["ConfigMap"]["data"].items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RAGWATCH_DASHBOARD_TOKEN", data["dashboard-token"])  # what the worker pod gets
+    settings = load_settings()
+    assert settings.dashboard and settings.dashboard_token is not None
+    unsigned = {
+        "replay": {"enabled": True, "url": "http://kb:8000/ask", "unsigned": True},
+        "worker": {"dashboard": False},
+    }
+    by_kind = {d["kind"]: d for d in render(helm, *_values(tmp_path, unsigned))}
+    replay = by_kind["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert "RAGWATCH_PROBE_SECRET" not in _secret_env(replay)
+    assert (
+        "probe-secret" not in by_kind["Secret"]["stringData"]
+        and "dashboard-token" not in by_kind["Secret"]["stringData"]
+    )
+    worker = by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert "RAGWATCH_DASHBOARD_TOKEN" not in _secret_env(worker)
+
+
+def test_helm_network_policy_guards_the_worker_port_while_the_dashboard_is_on(tmp_path: Path) -> None:
+    """With networkPolicy.enabled=false (the default) and the dashboard on (the default), an ingress-only
+    NetworkPolicy admits to the worker port only Prometheus's namespace and networkPolicy.dashboardFrom."""
+    helm = require_helm()
+    kv = require_module("kubernetes_validate")
+    operators = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "sre"}}}]
+    docs = render(helm, *_values(tmp_path, {"networkPolicy": {"dashboardFrom": operators}}))
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    kv.validate(policy, KUBERNETES_VERSION, strict=True)
+    spec = policy["spec"]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    assert spec["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec  # egress is the cluster's business
+    (rule,) = spec["ingress"]
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    assert rule["from"] == [monitoring, *operators]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 9465}]
+    off = render(helm, "--set", "worker.dashboard=false")
+    assert "NetworkPolicy" not in {d["kind"] for d in off}  # no page, nothing to guard beyond the defaults
+    full = render(helm, "-f", str(ALL_FEATURES))
+    worker = next(d for d in full if d["kind"] == "NetworkPolicy" and d["metadata"]["name"].endswith("-worker"))
+    assert worker["spec"]["policyTypes"] == ["Ingress", "Egress"]  # the full policy when enabled
+
+
+COMPOSE = ROOT / "docker-compose.yml"
+
+
+def test_compose_publishes_on_loopback_only_and_grafana_has_no_anonymous_viewers() -> None:
+    """Issue 29 item 8: the worker's and the demo's pages (questions and answers) were published on every
+    interface and Grafana let anonymous viewers in. Every published port is bound to 127.0.0.1, the demo
+    and the worker take RAGWATCH_DASHBOARD_TOKEN, and Grafana's anonymous access is off."""
+    from jsonschema import Draft201909Validator
+
+    compose = yaml.safe_load(COMPOSE.read_text())
+    schema = json.loads((ROOT / "tests/schemas/compose-spec.json").read_text())
+    assert not list(Draft201909Validator(schema).iter_errors(compose))
+    services = compose["services"]
+    published = {name: s.get("ports", []) for name, s in services.items() if s.get("ports")}
+    assert {"kb-qa", "ragwatch-worker", "grafana", "prometheus"} <= set(published)
+    for name, ports in published.items():
+        for port in ports:
+            assert isinstance(port, str) and port.startswith("127.0.0.1:"), (name, port)
+    grafana = services["grafana"]["environment"]
+    assert str(grafana.get("GF_AUTH_ANONYMOUS_ENABLED", "false")).lower() == "false"
+    assert "GF_AUTH_ANONYMOUS_ORG_ROLE" not in grafana
+    for name in ("kb-qa", "ragwatch-worker"):
+        assert "RAGWATCH_DASHBOARD_TOKEN" in services[name]["environment"], name
+        assert services[name]["environment"]["RAGWATCH_REDIS_URL"] == "redis://redis:6379/0"

@@ -1,4 +1,5 @@
-"""Diagnosis: each branch, the order the rules are checked in, skipped rules and threshold validation."""
+"""Diagnosis: each branch, the labels a sample carries together, the first one, skipped rules, counts and the
+advice ranking, and threshold validation."""
 
 from __future__ import annotations
 
@@ -10,17 +11,27 @@ from typing import Any
 import pytest
 
 from ragwatch.errors import ConfigError
-from ragwatch.scoring.diagnosis import ADVICE, DIAGNOSES, Thresholds, diagnose
-from ragwatch.scoring.judges.base import ANSWER_RELEVANCE, FAITHFULNESS, context_precision
+from ragwatch.scoring.diagnosis import (
+    ADVICE,
+    DIAGNOSES,
+    PROBLEMS,
+    Thresholds,
+    diagnose,
+    diagnose_all,
+    label_counts,
+    ranked_problems,
+    record_labels,
+)
+from ragwatch.scoring.judges.base import ANSWER_RELEVANCE, FAITHFULNESS, HALLUCINATION_RATE, context_precision
 
 CP3 = context_precision(3)
-GOOD = {CP3: 0.9, FAITHFULNESS: 0.9, ANSWER_RELEVANCE: 0.95}
+GOOD = {CP3: 0.9, FAITHFULNESS: 0.9, HALLUCINATION_RATE: 0.0, ANSWER_RELEVANCE: 0.95}
 GOOD_CHUNKS = [0.9, 0.8, 0.7]
 
 
 def scores(**overrides: float) -> dict[str, float]:
     """The all-good scores with some replaced; keyword names map onto the real score keys."""
-    keys = {"cp": CP3, "faith": FAITHFULNESS, "ar": ANSWER_RELEVANCE}
+    keys = {"cp": CP3, "faith": FAITHFULNESS, "invented": HALLUCINATION_RATE, "ar": ANSWER_RELEVANCE}
     out = dict(GOOD)
     out.update({keys[name]: value for name, value in overrides.items()})
     return out
@@ -54,6 +65,8 @@ CASES: list[tuple[str, Mapping[str, float], Sequence[float] | None, str]] = [
     ("no faithfulness: off-topic still found", {CP3: 0.9, ANSWER_RELEVANCE: 0.1}, GOOD_CHUNKS, "off_topic"),
     ("no relevances, no CP: answer rules still run", without(CP3), None, "healthy"),
     ("no relevances, no CP, unfaithful", {FAITHFULNESS: 0.2}, None, "hallucination"),
+    ("one invented claim of five is a hallucination", scores(faith=0.8, invented=1.0), GOOD_CHUNKS, "hallucination"),
+    ("an invented claim without faithfulness", {HALLUCINATION_RATE: 1.0}, None, "hallucination"),
     ("no relevances, CP low: reported as noisy", scores(cp=0.2), None, "noisy_retrieval"),
     ("no relevances, CP fine", {CP3: 0.7}, None, "healthy"),
     ("NaN faithfulness counts as missing", scores(faith=math.nan), GOOD_CHUNKS, "healthy"),
@@ -71,7 +84,12 @@ CASES: list[tuple[str, Mapping[str, float], Sequence[float] | None, str]] = [
     # --- nothing to check
     ("nothing at all", {}, None, "unknown"),
     ("only unrelated scores", {"trivial_grounding": 0.1}, None, "unknown"),
-    ("only NaN scores", {FAITHFULNESS: math.nan, ANSWER_RELEVANCE: math.nan}, None, "unknown"),
+    (
+        "only NaN scores",
+        {FAITHFULNESS: math.nan, HALLUCINATION_RATE: math.nan, ANSWER_RELEVANCE: math.nan},
+        None,
+        "unknown",
+    ),
 ]
 
 
@@ -80,6 +98,111 @@ def test_diagnose(
     case: str, sample_scores: Mapping[str, float], relevances: Sequence[float] | None, expected: str
 ) -> None:
     assert diagnose(sample_scores, relevances) == expected
+
+
+LABEL_CASES: list[tuple[str, Mapping[str, float], Sequence[float] | None, tuple[str, ...]]] = [
+    ("all good", GOOD, GOOD_CHUNKS, ("healthy",)),
+    (
+        "noisy retrieval and an invented claim",
+        scores(cp=0.3, faith=0.5, invented=1.0),
+        GOOD_CHUNKS,
+        ("noisy_retrieval", "hallucination"),
+    ),
+    (
+        "noisy and 1 of 5 invented (faithfulness 0.8 passes its line)",
+        scores(cp=0.3, faith=0.8, invented=1.0),
+        GOOD_CHUNKS,
+        ("noisy_retrieval", "hallucination"),
+    ),
+    (
+        "a miss is not also noisy",
+        scores(cp=0.1, faith=0.1, invented=1.0, ar=0.1),
+        [0.2],
+        ("retrieval_miss", "hallucination", "off_topic"),
+    ),
+    ("every answer label", scores(faith=0.3, invented=1.0, ar=0.2), GOOD_CHUNKS, ("hallucination", "off_topic")),
+    ("noisy and off topic", scores(cp=0.3, ar=0.2), GOOD_CHUNKS, ("noisy_retrieval", "off_topic")),
+    ("low faithfulness without hallucination_rate", {FAITHFULNESS: 0.5}, None, ("hallucination",)),
+    (
+        "missing rules skipped, the rest still labelled",
+        {CP3: 0.2, ANSWER_RELEVANCE: 0.1},
+        None,
+        ("noisy_retrieval", "off_topic"),
+    ),
+    ("nothing at all", {}, None, ("unknown",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "sample_scores", "relevances", "expected"), LABEL_CASES, ids=[c[0] for c in LABEL_CASES]
+)
+def test_diagnose_all_keeps_every_failing_label_in_causal_order(
+    case: str, sample_scores: Mapping[str, float], relevances: Sequence[float] | None, expected: tuple[str, ...]
+) -> None:
+    labels = diagnose_all(sample_scores, relevances)
+    assert labels == expected
+    assert diagnose(sample_scores, relevances) == labels[0]  # the single field: the most upstream label
+
+
+def test_one_invented_claim_of_five_is_not_healthy() -> None:
+    """Faithfulness 0.8 passes the 0.75 line, but the answer holds an invented claim: it is a hallucination."""
+    one_of_five = {**GOOD, FAITHFULNESS: 4 / 5, HALLUCINATION_RATE: 1.0}
+    assert "healthy" not in diagnose_all(one_of_five, GOOD_CHUNKS)
+    assert diagnose_all(one_of_five, GOOD_CHUNKS) == ("hallucination",)
+
+
+def test_counts_count_each_label_once_per_sample() -> None:
+    samples = [
+        ("noisy_retrieval", "hallucination"),
+        ("noisy_retrieval",),
+        ("hallucination", "hallucination"),  # a repeated label is one sample
+        ("healthy",),
+        ("something_newer",),
+    ]
+    counts = label_counts(samples)
+    assert list(counts)[: len(DIAGNOSES)] == list(DIAGNOSES)
+    assert counts["noisy_retrieval"] == 2 and counts["hallucination"] == 2
+    assert counts["healthy"] == 1 and counts["retrieval_miss"] == 0 and counts["something_newer"] == 1
+
+
+def test_advice_ranks_by_the_failures_each_label_explains() -> None:
+    # a retrieval fault (noisy on 3 samples) while the LLM invents on 4, 2 of them during the fault: the
+    # ladder would have said noisy 3, hallucination 2; the labels say hallucination first
+    samples = [
+        ("noisy_retrieval", "hallucination"),
+        ("noisy_retrieval", "hallucination"),
+        ("noisy_retrieval",),
+        ("hallucination",),
+        ("hallucination",),
+        ("healthy",),
+        ("healthy",),
+        ("unknown",),
+    ]
+    ranked = ranked_problems(samples)
+    assert [(d, n) for d, n, _ in ranked] == [("hallucination", 4), ("noisy_retrieval", 3)]
+    assert ranked[0][2] == pytest.approx(4 / 5)  # shares are of the failing samples, not of all
+    assert ranked_problems([("off_topic",), ("hallucination",)])[0][0] == "hallucination"  # tie: causal order
+    assert ranked_problems([("healthy",), ("unknown",)]) == []
+    assert {d for d, _, _ in ranked_problems([(p,) for p in PROBLEMS])} == set(PROBLEMS)
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        (
+            {"diagnoses": ["noisy_retrieval", "hallucination"], "diagnosis": "noisy_retrieval"},
+            ("noisy_retrieval", "hallucination"),
+        ),
+        ({"diagnosis": "hallucination"}, ("hallucination",)),  # a record written before labels
+        ({"diagnoses": [], "diagnosis": "healthy"}, ("healthy",)),
+        ({"diagnoses": "hallucination", "diagnosis": "off_topic"}, ("off_topic",)),  # malformed list ignored
+        ({"diagnoses": ["off_topic", "off_topic"]}, ("off_topic",)),
+        ({}, ()),
+        ({"diagnosis": None}, ()),
+    ],
+)
+def test_record_labels_reads_new_and_old_records(record: dict[str, Any], expected: tuple[str, ...]) -> None:
+    assert record_labels(record) == expected
 
 
 def test_every_diagnosis_is_reachable_and_advised() -> None:

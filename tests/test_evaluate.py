@@ -135,7 +135,7 @@ def test_main_faithfulness_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
     path = write_jsonl(tmp_path / "faith.jsonl", rows)
     assert main([str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"overall", "by_task_type", "by_language"}
+    assert set(out) == {"overall", "by_task_type", "by_language", "evidence"}
     assert set(out["by_task_type"]) == {"QA", "Summary"}
     assert set(out["by_language"]) == {"en", "zh"}
     for stats in [out["overall"], *out["by_task_type"].values(), *out["by_language"].values()]:
@@ -338,6 +338,49 @@ def test_auc_ranks_by_fully_supported_where_the_judge_gives_it() -> None:
     assert evaluate_faithfulness(rows, Stub())["overall"]["auc"] == 1.0
 
 
+def test_eval_judge_counts_supported_quotes_that_share_no_word_with_their_claim() -> None:
+    """Issue 27, "evidence that supports": the share of SUPPORTED claims whose quote shares no content word
+    with the claim, out of those that have one; a claim without a content word is set apart, UNSUPPORTED
+    claims are not counted. Printed as its own table."""
+    claims = {
+        "one": [
+            {"text": "Hotels are reimbursed up to 600 CNY.", "verdict": "SUPPORTED", "evidence": "Hotels: 600 CNY."},
+            {"text": "Taxis need receipts.", "verdict": "UNSUPPORTED", "evidence": "Hotels: 600 CNY."},
+        ],
+        "two": [
+            {"text": "Hotels are reimbursed up to 600 CNY.", "verdict": "SUPPORTED", "evidence": "Taxi in 30 days."},
+            {"text": "中", "verdict": "SUPPORTED", "evidence": "Taxi in 30 days."},
+        ],
+    }
+
+    class Stub:
+        name, version = "stub", "1"
+
+        def score(self, sample):
+            return Verdict(scores={"faithfulness": 1.0}, details={"claims": claims[sample.answer]})
+
+    rows = [
+        {
+            "question": "q",
+            "contexts": ["c"],
+            "answer": a,
+            "label_hallucinated": False,
+            "task_type": "QA",
+            "language": "en",
+        }
+        for a in ("one", "two")
+    ]
+    result = evaluate_faithfulness(rows, Stub())
+    evidence = result["evidence"]
+    assert (evidence["supported_claims"], evidence["no_content_word"], evidence["quote_shares_no_word"]) == (3, 1, 1)
+    assert evidence["share"] == 0.5
+    assert evidence["examples"] == [{"claim": "Hotels are reimbursed up to 600 CNY.", "evidence": "Taxi in 30 days."}]
+    lines = render_plain(result, "faithfulness", "t").splitlines()
+    title = next(i for i, line in enumerate(lines) if line.startswith("evidence: SUPPORTED claims whose quote"))
+    assert "1 claims without a content word set apart" in lines[title]
+    assert lines[title + 3].split() == ["2", "1", "0.500"]  # title, header, rule, the row
+
+
 @given(
     st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=2, max_size=60).filter(
         lambda rows: len({y for y, _ in rows}) == 2
@@ -373,7 +416,7 @@ def test_main_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_jsonl(tmp_path / "faith.jsonl", rows)
     assert main([str(path), "--json", "--ci"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"overall", "by_task_type", "by_language", "ci"}  # one key more, the others unchanged
+    assert set(out) == {"overall", "by_task_type", "by_language", "evidence", "ci"}  # one key more, the others kept
     ci = out["ci"]
     assert (ci["level"], ci["resamples"], ci["unit"]) == (0.95, 1000, "answer")
     assert ci["overall"]["f1"] == [1.0, 1.0] and ci["overall"]["auc"] == [1.0, 1.0]  # every answer right

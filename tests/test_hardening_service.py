@@ -154,25 +154,98 @@ def stream_samples(redis_url: str) -> list[bytes]:
 # -- probes ------------------------------------------------------------------------------------------------
 
 
+BODY = b'{"question": "q", "fail": true}'  # a failing request: an attacker's favourite thing to hide
+
+
+def post(url: str, mark: str | bytes | None, body: bytes = BODY, path: str = "/ask") -> httpx.Response:
+    headers: dict[str, str | bytes] = {"content-type": "application/json"}
+    if mark is not None:
+        headers[PROBE_HEADER] = mark
+    return httpx.post(url + path, content=body, headers=headers)
+
+
+def probes(rw: ragwatch.RagWatch, outcome: str) -> float:
+    return sample(rw_registry(rw), "ragwatch_probe_headers_total", service=SERVICE, outcome=outcome)
+
+
 def test_probe_marks_are_authenticated_counted_and_never_reach_the_app(redis_url: str) -> None:
     rw = watch(redis_url, probe_secret="k8s-secret", tracing=False, sample_errors=True)
     seen: list[dict[str, str]] = []
     with Served(build_app(rw, seen)) as served:
-        signed = sign_probe("k8s-secret", "POST", "/ask")
-        stale = sign_probe("k8s-secret", "POST", "/ask", now=time.time() - 3600)
-        other_path = sign_probe("k8s-secret", "POST", "/other")
-        for mark in (signed, "1", "replay", stale, other_path, sign_probe("guess", "POST", "/ask")):
-            # a failing request: an attacker's favourite thing to hide from sampling
-            httpx.post(served.url + "/ask", json={"question": "q", "fail": True}, headers={PROBE_HEADER: mark})
+        signed = sign_probe("k8s-secret", "POST", "/ask", body=BODY)
+        stale = sign_probe("k8s-secret", "POST", "/ask", body=BODY, now=time.time() - 3600)
+        other_path = sign_probe("k8s-secret", "POST", "/other", body=BODY)
+        for mark in (signed, "1", "replay", stale, other_path, sign_probe("guess", "POST", "/ask", body=BODY)):
+            post(served.url, mark)
         rw.flush(5)
     rw.close(2)
     assert all(PROBE_HEADER not in headers for headers in seen)  # stripped before the app saw the request
     reg = rw_registry(rw)
-    assert sample(reg, "ragwatch_probe_headers_total", service=SERVICE, outcome="accepted") == 1
-    assert sample(reg, "ragwatch_probe_headers_total", service=SERVICE, outcome="ignored") == 5
+    assert probes(rw, "accepted") == 1
+    assert probes(rw, "ignored") == 5
     assert sample(reg, "ragwatch_sampling_decisions_total", service=SERVICE, decision="skipped", reason="probe") == 1
     assert sample(reg, "ragwatch_sampling_decisions_total", service=SERVICE, decision="sampled", reason="error") == 5
     assert len(stream_samples(redis_url)) == 5  # the five forged probes were scored like any failing request
+
+
+def test_a_captured_mark_cannot_be_replayed_or_moved(redis_url: str) -> None:
+    """Issue 29 item 5: one captured mark was accepted 300/300 times in 60 s with any body and query, within
+    ±300 s. Now the mark binds the method, path, query and body, its nonce is spent on first use, and it is
+    good for probe_max_age_seconds (60) either side. Each refused mark leaves its request sampled."""
+    rw = watch(redis_url, probe_secret="k8s-secret", tracing=False, sample_errors=True)
+    seen: list[dict[str, str]] = []
+    with Served(build_app(rw, seen)) as served:
+        mark = sign_probe("k8s-secret", "POST", "/ask", body=BODY)
+        assert post(served.url, mark).status_code == 500  # the genuine probe (its request fails)
+        for _ in range(5):
+            post(served.url, mark)  # the same mark again, as captured
+        other_body = b'{"question": "another", "fail": true}'
+        post(served.url, mark.replace(mark.split(",")[1], "n=" + "0" * 32), other_body)  # a fresh nonce, unsigned
+        post(served.url, sign_probe("k8s-secret", "POST", "/ask", body=BODY), other_body)  # signed for BODY
+        query = sign_probe("k8s-secret", "POST", "/ask", query=b"a=1", body=BODY)
+        post(served.url, query, path="/ask?a=2")  # signed for another query
+        two_minutes = sign_probe("k8s-secret", "POST", "/ask", body=BODY, now=time.time() - 120)
+        post(served.url, two_minutes)  # accepted by the old ±300 s window
+        legacy = f"t={int(time.time())},sig={'0' * 64}"  # the version-1 format (no nonce)
+        post(served.url, legacy)
+        rw.flush(5)
+    rw.close(2)
+    assert probes(rw, "accepted") == 1
+    assert probes(rw, "replayed") == 5
+    assert probes(rw, "ignored") == 5
+    assert len(stream_samples(redis_url)) == 10  # every refused mark's request was sampled as an error
+    assert len(seen) == 11 and all(PROBE_HEADER not in h for h in seen)
+
+
+def test_the_app_reads_a_checked_body_unchanged(redis_url: str) -> None:
+    """To check a mark the middleware reads the body first; the app must get it whole, in one piece or many,
+    and a body over probe_max_body_bytes is not hashed (not a probe) yet reaches the app intact."""
+    rw = watch(redis_url, probe_secret="k8s-secret", tracing=False, probe_max_body_bytes=4096)
+    bodies: list[bytes] = []
+
+    async def echo(request: Request) -> JSONResponse:
+        bodies.append(await request.body())
+        return JSONResponse({"n": len(bodies[-1])})
+
+    app = rw.middleware(Starlette(routes=[Route("/ask", echo, methods=["POST"])]))
+    small = b'{"question": "' + b"x" * 1000 + b'"}'
+    large = b'{"question": "' + b"y" * 100_000 + b'"}'
+
+    def pieces(data: bytes) -> Any:
+        for i in range(0, len(data), 3000):
+            yield data[i : i + 3000]
+
+    with Served(app) as served, httpx.Client() as client:
+        for body in (small, large):
+            mark = sign_probe("k8s-secret", "POST", "/ask", body=body)
+            headers = {PROBE_HEADER: mark, "content-type": "application/json"}
+            assert client.post(served.url + "/ask", content=body, headers=headers).json() == {"n": len(body)}
+            mark = sign_probe("k8s-secret", "POST", "/ask", body=body)
+            response = client.post(served.url + "/ask", content=pieces(body), headers={PROBE_HEADER: mark})
+            assert response.json() == {"n": len(body)}  # chunked upload, read in several messages
+    rw.close(2)
+    assert bodies == [small, small, large, large]
+    assert probes(rw, "accepted") == 2 and probes(rw, "ignored") == 2  # the large body is over the limit
 
 
 def test_probe_sources_allow_list(redis_url: str) -> None:
@@ -466,3 +539,55 @@ def test_planted_secrets_survive_nowhere(
     }.items():
         for fragment in FRAGMENTS:
             assert fragment not in text, (where, fragment)
+
+
+# -- one byte cannot hide a request -------------------------------------------------------------------------
+
+
+def test_a_mark_that_breaks_the_check_leaves_the_request_watched(redis_url: str) -> None:
+    """Issue 29 item 1, in the README's FastAPI shape: ``t=\\xb2`` (superscript two, one Latin-1 byte) passed
+    ``str.isdigit()`` and broke ``int()``; the request then ran unwatched: 0/20 sampled, 0/20 request metrics,
+    its 5xx invisible. A mark that cannot be checked is no mark: every request is watched, sampled, counted."""
+    from fastapi import FastAPI, HTTPException
+
+    rw = watch(redis_url, probe_secret="k8s-secret", tracing=False, sample_errors=True)
+
+    @rw.retriever
+    def retrieve(question: str) -> list[dict[str, Any]]:
+        return [{"id": "kb-1", "text": "Annual leave is 15 days.", "score": 0.9}]
+
+    @rw.llm(model="gpt-4o-mini")
+    async def generate(question: str, chunks: Any) -> str:
+        if "fail" in question:
+            raise RuntimeError("the model is down")
+        return "Annual leave is 15 days."
+
+    app = FastAPI()
+    app.add_middleware(ragwatch.RagwatchMiddleware, watch=rw)
+    app.mount("/metrics", ragwatch.metrics_asgi_app(rw_registry(rw)))
+
+    @app.post("/ask")
+    async def ask(body: dict[str, str]) -> dict[str, str]:
+        try:
+            return {"answer": await generate(body["question"], retrieve(body["question"]))}
+        except RuntimeError:
+            raise HTTPException(503, "try again") from None
+
+    marks = [b"t=\xb2,n=" + b"a" * 32 + b",sig=" + b"0" * 64, b"t=\xb2,sig=" + b"0" * 64]
+    with Served(app) as served, httpx.Client() as client:
+        for i in range(20):
+            question = f"leave {i}" if i % 2 else f"fail {i}"
+            headers = {PROBE_HEADER: marks[i % 2]}
+            response = client.post(served.url + "/ask", json={"question": question}, headers=headers)
+            assert response.status_code == (200 if i % 2 else 503)
+        rw.flush(5)
+        exposition = client.get(served.url + "/metrics").text
+    rw.close(2)
+    reg = rw_registry(rw)
+    assert len(stream_samples(redis_url)) == 20
+    assert probes(rw, "ignored") == 20 and probes(rw, "accepted") == 0
+    for outcome in ("ok", "error"):
+        labels = {"service": SERVICE, "stage": "request", "outcome": outcome}
+        assert sample(reg, "ragwatch_stage_duration_seconds_count", **labels) == 10, outcome
+    assert sample(reg, "ragwatch_internal_errors_total", component="asgi") == 0
+    assert 'ragwatch_probe_headers_total{outcome="ignored",service="hardened"} 20.0' in exposition

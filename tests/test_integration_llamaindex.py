@@ -70,7 +70,7 @@ def test_query_is_one_run_with_nodes_answer_and_spans(
     root = spans.named("rag svc")
     assert run.trace_id == format(root.context.trace_id, "032x")
     children = [s for s in spans.all() if s is not root]
-    assert sorted(s.name for s in children) == ["chat unknown", "retrieval"]
+    assert sorted(s.name for s in children) == ["chat unknown", "embeddings unknown", "retrieval"]  # query embedded
     assert all(s.parent is not None and s.parent.span_id == root.context.span_id for s in children)
     nodes = index.as_retriever(similarity_top_k=2).retrieve("How much for hotels?")
     assert [(c.id, c.rank, c.score) for c in run.chunks] == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -30,20 +31,8 @@ def test_service_side_does_not_import_the_scoring_side(options: str) -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_documented_old_import_paths_still_work() -> None:
-    """The README documented these module paths before the regroup; they re-export the moved objects."""
-    import ragwatch.dashboard
-    import ragwatch.evaluation_events
-    import ragwatch.exposition
-    import ragwatch.retrieval_metrics
-    import ragwatch.sources
-    from ragwatch.metrics import exposition
-    from ragwatch.report import dashboard, sources
-    from ragwatch.scoring import evaluation_events, retrieval_metrics
-
-    assert ragwatch.dashboard.asgi_app is dashboard.asgi_app
-    assert ragwatch.dashboard.Dashboard is dashboard.Dashboard
-    assert ragwatch.sources.QueueSource is sources.QueueSource
-    assert ragwatch.exposition.mark_process_dead is exposition.mark_process_dead
-    assert ragwatch.evaluation_events.EvaluationEvents is evaluation_events.EvaluationEvents
-    assert ragwatch.retrieval_metrics.recall_at_k is retrieval_metrics.recall_at_k
+@pytest.mark.parametrize("name", ["dashboard", "sources", "exposition", "evaluation_events", "retrieval_metrics"])
+def test_the_pre_regroup_re_exports_are_gone(name: str) -> None:
+    """An unreleased 0.x package keeps no old import paths: each object has one home, in its subpackage."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(f"ragwatch.{name}")

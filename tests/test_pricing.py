@@ -26,6 +26,9 @@ EXPECTED_DEFAULTS = {
     "deepseek-reasoner",
     "qwen-plus",
     "qwen-turbo",
+    "text-embedding-3-small",
+    "text-embedding-3-large",
+    "text-embedding-ada-002",
 }
 
 
@@ -33,7 +36,8 @@ def test_default_table_covers_the_common_models_with_sane_prices() -> None:
     assert set(DEFAULT_PRICES) == EXPECTED_DEFAULTS
     for name, price in DEFAULT_PRICES.items():
         assert name == name.lower()
-        assert 0 < price.input <= price.output, name
+        embedding = name.startswith("text-embedding-")  # input tokens only
+        assert price.input > 0 and (price.output == 0 if embedding else price.input <= price.output), name
         assert price.cached_input is None or 0 <= price.cached_input < price.input, name
 
 

@@ -37,11 +37,13 @@ PUBLIC = [
     "__version__",
     "current_run",
     "force_sample",
+    "instrument",
     "load_settings",
     "metrics_asgi_app",
     "normalize_chunks",
     "start_metrics_server",
     "suppress",
+    "uninstrument",
 ]
 
 

@@ -96,9 +96,9 @@ def test_apply_is_idempotent_per_sample(queue: Queue) -> None:
 
 
 def test_ensure_group_is_idempotent(queue: Queue) -> None:
-    queue.ensure_group()
+    assert queue.ensure_group() is False  # the fixture created it: only the creating call says True
     queue.add([b"a"])
-    queue.ensure_group()
+    assert queue.ensure_group() is False
     assert len(queue.read("w", count=5, block_ms=50)) == 1
 
 
@@ -213,3 +213,25 @@ def test_apply_many_is_idempotent_in_and_across_batches(queue: Queue) -> None:
     assert queue.apply_many(batch[:2]) == [False, False]
     assert queue.totals()["m"] == (2, pytest.approx(1.5))
     assert queue.window("m", 10) == [(11.0, 0.5), (10.0, 1.0)]
+
+
+def test_restore_mode_writes_only_over_an_older_version(queue: Queue) -> None:
+    from dataclasses import replace
+
+    from ragwatch.mode.degrade import ModeState
+
+    seen = ModeState(degraded=True, since=5.0, reason="cp3 low", recovering_since=9.0, override="on", version=4)
+    assert queue.restore_mode(seen) is True  # the store holds nothing (version 0): written whole
+    assert queue.read_mode() == seen
+    assert queue.restore_mode(replace(seen, override="off", version=3)) is False  # older: never over newer
+    assert queue.restore_mode(replace(seen, override="off", version=4)) is False  # nor over the same
+    assert queue.read_mode() == seen
+    newer = replace(seen, override="auto", degraded=False, recovering_since=None, version=5)
+    assert queue.restore_mode(newer) is True
+    assert queue.read_mode() == newer
+
+
+def test_trim_retention_reports_what_it_did(queue: Queue) -> None:
+    retention = queue.trim_retention()
+    assert (retention.scores, retention.markers) == (0, 0)  # nothing over a budget (none set)
+    assert retention.headroom is None  # neither backend here has a maxmemory

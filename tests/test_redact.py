@@ -285,7 +285,10 @@ def test_disabled_cn_id_lets_a_luhn_valid_id_be_a_card() -> None:
 
 def test_builtin_patterns() -> None:
     assert BUILTIN_PATTERNS[:4] == ("email", "phone", "cn_id", "bank_card")  # the original names keep their order
-    assert set(BUILTIN_PATTERNS[4:]) == {"api_key", "jwt", "password", "us_ssn", "iban", "us_phone", "ipv4"}
+    assert set(BUILTIN_PATTERNS[4:]) == {
+        *("api_key", "jwt", "password", "us_ssn", "iban", "us_phone", "ipv4"),
+        *("passport", "hk_id", "tw_id", "uk_nino", "fr_nir", "ipv6"),  # issue 29
+    }
 
 
 BAD_REDACTORS: list[tuple[dict[str, Any], str]] = [

@@ -297,3 +297,55 @@ def test_default_thresholds_carry_the_hallucination_line(monkeypatch: pytest.Mon
     for name in [k for k in os.environ if k.startswith("RAGWATCH_")]:
         monkeypatch.delenv(name)
     assert default_thresholds(load_settings())["hallucination_rate"] == HALLUCINATION_RATE_LINE
+
+
+def test_the_report_covers_a_range_and_shows_now_first() -> None:
+    """``since``/``until`` keep the records of a range and the header names it; the now-panel (the live
+    windows and the breaker in words) comes before the range's table."""
+    from ragwatch.mode.degrade import ModeState, Policy
+    from ragwatch.report.now import now_panel
+    from ragwatch.report.select import time_range
+
+    rows = [record(f"r{i}", faithfulness=0.2 if i < 5 else 1.0) | {"created_at": 1000.0 + i} for i in range(10)]
+    span = time_range(since="1005", until="1009", now=2000.0, default=None)
+    report = build_report(rows, THRESHOLDS, span=span)
+    assert report.samples == 5 and row(report, "faithfulness").mean == pytest.approx(1.0)  # the dip is outside
+    assert (report.first_at, report.last_at) == (1005.0, 1009.0)
+    assert report.to_dict()["range"]["name"] == "custom" and "(chosen range)" in report.markdown()
+    policy = Policy(metric="faithfulness", threshold=0.75, window_samples=5, min_samples=3, hold_seconds=60)
+    mode = ModeState(degraded=True, since=1003.0, recovering_since=1007.0)
+    live = now_panel(THRESHOLDS, policy, mode, records=rows, now=1009.0)
+    md = build_report(rows, THRESHOLDS, span=span, live=live).markdown()
+    assert md.index("## Now") < md.index("Range:") < md.index("## Scores")
+    assert "leaves when faithfulness ≥ 0.80 for 60 s — 2 s so far" in md
+    assert "| faithfulness (SLA) | 1.000 | ≥ 0.750 | +0.250 | 5 |" in md
+    assert "## Now" not in build_report(rows, THRESHOLDS).markdown()
+
+
+def test_cli_report_covers_since_until_with_now_first_and_trace_links(tmp_path: Path) -> None:
+    """``report --since/--until`` keep the range's records (the header names it), the now-panel comes first,
+    and the HTML report's cards link to the trace of ``trace_url_template``; a bad time is one line, exit 2."""
+    rows = [
+        record(f"r{i}", faithfulness=0.2 if i < 5 else 1.0) | {"created_at": 1000.0 + i, "trace_id": f"{i:032x}"}
+        for i in range(10)
+    ]
+    jsonl = tmp_path / "scores.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    out = run_cli("--jsonl", str(jsonl), "--no-state", "--since", "1005", "--until", "1009", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["samples"] == 5 and data["range"]["name"] == "custom"
+    assert (data["range"]["start"], data["range"]["end"]) == (1005.0, 1009.0)
+    assert next(m for m in data["metrics"] if m["metric"] == "faithfulness")["mean"] == pytest.approx(1.0)
+    assert data["now"] is not None  # the SLA metric's live window, rebuilt from the records
+    md = run_cli("--jsonl", str(jsonl), "--no-state", "--since", "1005").stdout
+    assert md.index("## Now") < md.index("## Scores") and "(chosen range)" in md
+    page = tmp_path / "report.html"
+    env = {"RAGWATCH_TRACE_URL_TEMPLATE": "https://tempo.example/trace/{trace_id}"}
+    out = run_cli("--jsonl", str(jsonl), "--no-state", "--until", "1004", "--html", str(page), env=env)
+    assert out.returncode == 0, out.stderr
+    html = page.read_text(encoding="utf-8")
+    assert '"samples":5' in html and '"name":"custom"' in html
+    assert f"https://tempo.example/trace/{3:032x}" in html  # a low card of the range links to its trace
+    out = run_cli("--jsonl", str(jsonl), "--no-state", "--since", "yesterday-ish")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "not a time" in out.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -73,6 +74,37 @@ def test_bad_env_fails_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGWATCH_TRACING", "perhaps")
     with pytest.raises(ConfigError, match="tracing"):
         ragwatch.RagWatch("svc", registry=CollectorRegistry())
+
+
+def test_a_bad_variable_is_named_even_when_an_argument_overrides_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argument wins, but a bad RAGWATCH_* value is still a start-up error, and the message names the
+    variable a user set (the field name alone is not what they would search their manifests for)."""
+    monkeypatch.setenv("RAGWATCH_SAMPLE_RATE", "abc")
+    with pytest.raises(ConfigError, match=r"RAGWATCH_SAMPLE_RATE \(sample_rate\): Input should be a valid number"):
+        load_settings(sample_rate=1.0)
+    with pytest.raises(ConfigError, match=r"RAGWATCH_SAMPLE_RATE \(sample_rate\)"):
+        ragwatch.RagWatch("svc", sample_rate=1.0, registry=CollectorRegistry())
+
+
+def test_the_error_names_where_the_bad_value_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGWATCH_SAMPLE_RATE", "0.5")  # valid, and overridden: the argument is at fault
+    with pytest.raises(ConfigError, match=r"settings: sample_rate: Input should be less than or equal to 1$"):
+        load_settings(sample_rate=7)
+    monkeypatch.delenv("RAGWATCH_SAMPLE_RATE")
+    monkeypatch.setenv("RAGWATCH_PRICING__M__INPUT", "-1")  # a nested variable: that one, not its siblings
+    monkeypatch.setenv("RAGWATCH_PRICING__M__OUTPUT", "1")
+    with pytest.raises(ConfigError, match=r"settings: RAGWATCH_PRICING__M__INPUT \(pricing\.m\.input\): "):
+        load_settings()
+    monkeypatch.delenv("RAGWATCH_PRICING__M__INPUT")
+    monkeypatch.delenv("RAGWATCH_PRICING__M__OUTPUT")
+    monkeypatch.setenv("RAGWATCH_PRICING", "{not json")
+    with pytest.raises(ConfigError, match=r"settings: RAGWATCH_PRICING \(pricing\): not valid JSON$"):
+        load_settings()
+    monkeypatch.delenv("RAGWATCH_PRICING")
+    config = tmp_path / "rw.yaml"
+    config.write_text("sample_rate: 7\n")
+    with pytest.raises(ConfigError, match=rf"sample_rate \(in {re.escape(str(config))}\): "):
+        load_settings(config)
 
 
 def test_missing_or_broken_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,13 +13,17 @@ those without context, without a question or with an error response). The respon
 run (``Run.status``).
 
 While the service is degraded, responses carry ``x-ragwatch-degraded: 1`` and the user notice in
-``x-ragwatch-notice``. Requests carrying a *valid* probe header (signed by ``ragwatch replay``, see
-:mod:`ragwatch.capture.probe`) are marked as probes so they can be kept out of real-traffic samples; any other
-probe header is ignored and counted, and the header is removed before the app sees the request.
+``x-ragwatch-notice``. Requests carrying a *valid* probe header (signed by ``ragwatch replay`` over the
+method, path, query and body, see :mod:`ragwatch.capture.probe`) are marked as probes so they can be kept out
+of real-traffic samples; to check one, the body is read first (bounded) and handed to the app unchanged. Any
+other probe header is ignored and counted, and the header is removed before the app sees the request. A
+probe check that fails in any way leaves the request watched as ordinary traffic.
 
 A service that scores its own samples (``memory://``) has no worker port, so with the ``dashboard`` setting
-on the middleware answers the live page's paths (``/dashboard``, ``.json``, ``.jsonl``) itself, from this
-process's scores, before the app sees them; with it off, or when workers score, the app's routes get them.
+on *and* a gate configured (``dashboard_token``, or ``dashboard_sources`` set explicitly) the middleware
+answers the live page's paths (``/dashboard``, ``.json``, ``.jsonl``) itself, from this process's scores,
+to the requests its gate (:class:`ragwatch.access.DashboardGate`) admits; every other request for them,
+and every one when the page is off or workers score, goes to the app's routes.
 
 Each run also gets a client id, a keyed hash of the peer address (or of the ``client_header`` a trusted
 proxy sets), so the quality window can cap one client's share of it (``sla_max_client_share``).
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ragwatch.capture import semconv as sc
-from ragwatch.capture.probe import AddressAllowList, ProbeVerifier
+from ragwatch.capture.probe import ProbeVerifier
 from ragwatch.capture.stages import PipelineCall
 from ragwatch.metrics.exposition import MetricsApp
 
@@ -42,7 +46,7 @@ if TYPE_CHECKING:
     from ragwatch.capture.host import CaptureHost
     from ragwatch.report.dashboard import Dashboard
 
-__all__ = ["PROBE_HEADER", "RagwatchMiddleware"]
+__all__ = ["PROBE_HEADER", "PROBE_OUTCOMES", "RagwatchMiddleware"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -50,6 +54,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 PROBE_HEADER = "x-ragwatch-probe"
+#: ``outcome`` values of ``ragwatch_probe_headers_total``.
+PROBE_OUTCOMES = ("accepted", "ignored", "replayed")
 _DEFAULT_EXCLUDE = ("/metrics", "/health", "/healthz", "/livez", "/readyz")
 
 
@@ -63,15 +69,58 @@ def _with_slash(scope: Scope) -> Scope:
 
 
 def _own_dashboard(watch: CaptureHost) -> Dashboard | None:
-    """The live page over this process's own scores, or None when it does not score them in process."""
+    """The live page over this process's own scores, or None when it does not score them in process or no
+    gate was configured: the page is on only with ``dashboard_token`` or an explicit ``dashboard_sources``."""
     settings = watch.settings
     if watch.scorer is None or watch.queue is None or not settings.dashboard:
         return None
-    from ragwatch.report.build import default_thresholds
+    token = settings.dashboard_token.get_secret_value() if settings.dashboard_token is not None else None
+    explicit = "dashboard_sources" in settings.model_fields_set
+    if not token and not explicit:
+        return None
     from ragwatch.report.dashboard import Dashboard
+    from ragwatch.report.ops import InProcessOperations
     from ragwatch.report.sources import QueueSource
 
-    return Dashboard(QueueSource(watch.queue), default_thresholds(settings), settings.sla_policy())
+    metrics = watch.metrics
+    requests = metrics.dashboard_requests if metrics is not None else None
+    sources = settings.dashboard_sources if explicit else None
+    source = QueueSource(watch.queue)
+    # The operations panel from this process's own request histogram and cost counter.
+    own = {"operations": InProcessOperations([metrics.stage_duration, metrics.cost], watch.service)} if metrics else {}
+    return Dashboard.from_settings(
+        source, settings, sources=sources, requests=requests, counted=requests is not None, **own
+    )
+
+
+async def _read_body(receive: Receive, read: list[Message], limit: int) -> bytes | None:
+    """The whole request body, or None when it is larger than ``limit`` or the client went away; every
+    message taken from ``receive`` is appended to ``read`` (the app gets them all afterwards)."""
+    size, parts = 0, []
+    while True:
+        message = await receive()
+        read.append(message)
+        if message.get("type") != "http.request":
+            return None
+        chunk = message.get("body", b"") or b""
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _replay(read: list[Message], receive: Receive) -> Receive:
+    """A receive that gives back the messages already read, then carries on with the client's."""
+    pending = list(read)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
 
 
 class HTTPServerError(Exception):
@@ -107,33 +156,23 @@ class RagwatchMiddleware:
             secret.get_secret_value() if secret is not None else None,
             settings.probe_sources,
             settings.probe_max_age_seconds,
+            settings.probe_nonce_cache,
         )
+        self._probe_body_limit = settings.probe_max_body_bytes
         header = settings.client_header
         self._client_header = header.lower().encode("latin-1") if header else None
         key = settings.sample_secret.get_secret_value().encode() if settings.sample_secret is not None else b""
         # Replicas sharing sample_secret give one client the same id; otherwise ids are per process.
         self._client_key = hashlib.sha256(b"ragwatch-client\0" + (key or os.urandom(32))).digest()
         metrics = watch.metrics
-        self._m_probe = (
-            {o: metrics.probe_headers.labels(watch.service, o) for o in ("accepted", "ignored")} if metrics else {}
-        )
-        self._serve = self._watch_request
+        self._m_probe = {o: metrics.probe_headers.labels(watch.service, o) for o in PROBE_OUTCOMES} if metrics else {}
+        self._serve: Callable[[Scope, Receive, Send], Awaitable[None]] = self._watch_request
         dashboard = _own_dashboard(watch)
         if dashboard is not None:
             from ragwatch.report.dashboard import asgi_app
 
-            page = asgi_app(dashboard, self._watch_request)
-            # The page shows (redacted) questions and answers of other users, and a service port is often
-            # public: only the dashboard_sources addresses (loopback by default) get it.
-            viewers = AddressAllowList(settings.dashboard_sources, "dashboard_sources")
-            watch_request = self._watch_request
-
-            async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-                client = scope.get("client")
-                address = client[0] if isinstance(client, (tuple, list)) and client else None
-                await (page if viewers.allows(address) else watch_request)(scope, receive, send)
-
-            self._serve = serve
+            # A request the gate refuses goes on to the app (its own /dashboard route, or a 404), watched.
+            self._serve = asgi_app(dashboard, self._watch_request)
 
     def _watched(self, path: str) -> bool:
         if path.startswith(self.exclude):
@@ -160,10 +199,12 @@ class RagwatchMiddleware:
                 scope = _with_slash(scope)  # answered by the mounted metrics app, not by a 307
             await self.app(scope, receive, send)
             return
-        call = self._begin(scope, probe)
+        call = self._begin(scope)
         if call is None:
             await self.app(scope, receive, send)
             return
+        if probe is not None:
+            receive = await self._mark_probe(call, scope, receive, probe)
         status = [0]
 
         async def send_wrapper(message: Message) -> None:
@@ -210,14 +251,10 @@ class RagwatchMiddleware:
         notice = self.watch.notice or ""
         return [(b"x-ragwatch-degraded", b"1"), (b"x-ragwatch-notice", quote(notice, safe=" ,.;:!?").encode("ascii"))]
 
-    def _begin(self, scope: Scope, probe: bytes | None) -> PipelineCall | None:
+    def _begin(self, scope: Scope) -> PipelineCall | None:
         try:
             call = PipelineCall(self.watch, None, scope.get("path"))
             run = call.run
-            if probe is not None and self._is_probe(scope, probe) and run is not None:
-                run.tags["probe"] = "1"
-                if call.span is not None:
-                    call.span.set_attribute(sc.PROBE, True)
             if run is not None and call._owner:
                 run.client = self._client(scope)
                 if self.include is None:
@@ -228,15 +265,41 @@ class RagwatchMiddleware:
             self.watch.guard.failed("asgi", exc)
             return None
 
-    def _is_probe(self, scope: Scope, value: bytes) -> bool:
-        client = scope.get("client")
-        genuine = self._verifier.check(
-            value, scope.get("method", "GET"), scope.get("path", ""), client[0] if client else None
-        )
-        child = self._m_probe.get("accepted" if genuine else "ignored")
-        if child is not None:
-            child.inc()
-        return genuine
+    async def _mark_probe(self, call: PipelineCall, scope: Scope, receive: Receive, value: bytes) -> Receive:
+        """Mark the run as a probe when the header is a genuine mark; the receive the app must use next.
+
+        The signature covers the body, so a well-formed, fresh mark makes the body be read here (up to
+        ``probe_max_body_bytes``) and handed to the app unchanged afterwards. Whatever fails in checking,
+        the request stays watched as ordinary traffic (counted as ``ignored``, and in the internal errors).
+        """
+        read: list[Message] = []
+        outcome = "ignored"
+        try:
+            client = scope.get("client")
+            peer = str(client[0]) if isinstance(client, (tuple, list)) and client else None
+            if self._verifier.trusted_source(peer):
+                outcome = "accepted"
+            elif (mark := self._verifier.parse(value)) is not None:
+                body = await _read_body(receive, read, self._probe_body_limit)
+                if body is not None:
+                    query = scope.get("query_string", b"")
+                    method, path = scope.get("method", "GET"), scope.get("path", "")
+                    outcome = self._verifier.verify(mark, method, path, query, hashlib.sha256(body).digest())
+        except Exception as exc:  # a mark that breaks the check is no mark: the request is real traffic
+            self.watch.guard.failed("asgi", exc)
+            outcome = "ignored"
+        try:
+            child = self._m_probe.get(outcome)
+            if child is not None:
+                child.inc()
+            run = call.run
+            if outcome == "accepted" and run is not None:
+                run.tags["probe"] = "1"
+                if call.span is not None:
+                    call.span.set_attribute(sc.PROBE, True)
+        except Exception as exc:
+            self.watch.guard.failed("asgi", exc)
+        return _replay(read, receive) if read else receive
 
     def _client(self, scope: Scope) -> str | None:
         """The keyed hash of the client address (12 hex digits): stable per client, not reversible."""

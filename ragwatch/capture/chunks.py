@@ -67,8 +67,17 @@ def content_id(text: str) -> str:
     return "h:" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
-def normalize_chunk(item: Any, rank: int) -> Chunk:
+#: UTF-8 spends at most this many bytes on one character: the bytes a ``max_chars`` chunk can need.
+_MAX_UTF8_BYTES = 4
+
+
+def normalize_chunk(item: Any, rank: int, max_chars: int | None = None) -> Chunk:
     """Read one retrieved item; ``rank`` is its 1-based position in the retriever's result.
+
+    ``max_chars`` (the ``max_chunk_chars`` setting) bounds the text of a chunk given as raw bytes: at most
+    4 × ``max_chars`` bytes are decoded and ``max_chars`` characters kept, so a retriever returning
+    megabytes of undecodable bytes costs the request thread a bounded amount of work (its derived id is
+    that of the kept text). ``None``: no bound. Text given as ``str`` is never cut here.
 
     Raises :class:`~ragwatch.errors.ChunkError` for shapes it cannot read. The message names the item's type
     and position but never its content, because retrieved text may be private and errors end up in logs.
@@ -80,12 +89,13 @@ def normalize_chunk(item: Any, rank: int) -> Chunk:
         if type(text) is str and type(chunk_id) is str and chunk_id and (score is None or type(score) is float):
             finite = score if score is None or math.isfinite(score) else None
             return Chunk(chunk_id, text, rank, finite, _EMPTY_METADATA)
-    chunk_id, text, score, metadata = _read(item, rank)
+    chunk_id, text, score, metadata = _read(item, rank, max_chars)
     return Chunk(chunk_id, text, rank, score, metadata)
 
 
-def normalize_chunks(result: Any) -> list[Chunk]:
-    """Read a whole retriever result, keeping the retriever's order as ranks 1..n.
+def normalize_chunks(result: Any, max_chars: int | None = None) -> list[Chunk]:
+    """Read a whole retriever result, keeping the retriever's order as ranks 1..n (``max_chars``: see
+    :func:`normalize_chunk`).
 
     A top-level list or tuple is always a list of items, even one that happens to look like a
     ``(document, score)`` pair: guessing there would make the meaning of a result depend on its length.
@@ -93,26 +103,26 @@ def normalize_chunks(result: Any) -> list[Chunk]:
     if result is None:
         return []
     if isinstance(result, (list, tuple)):
-        return [normalize_chunk(item, rank) for rank, item in enumerate(result, 1)]
+        return [normalize_chunk(item, rank, max_chars) for rank, item in enumerate(result, 1)]
     if isinstance(result, (str, bytes, bytearray)):
-        return [normalize_chunk(result, 1)]
+        return [normalize_chunk(result, 1, max_chars)]
     if isinstance(result, Mapping):
         for key in _LIST_KEYS:
             items = result.get(key)
             if isinstance(items, (list, tuple)):
-                return [normalize_chunk(item, rank) for rank, item in enumerate(items, 1)]
-        return [normalize_chunk(result, 1)]
+                return [normalize_chunk(item, rank, max_chars) for rank, item in enumerate(items, 1)]
+        return [normalize_chunk(result, 1, max_chars)]
     if _looks_like_chunk_object(result):
-        return [normalize_chunk(result, 1)]
+        return [normalize_chunk(result, 1, max_chars)]
     if isinstance(result, Iterable):
-        return [normalize_chunk(item, rank) for rank, item in enumerate(result, 1)]
+        return [normalize_chunk(item, rank, max_chars) for rank, item in enumerate(result, 1)]
     raise ChunkError(f"cannot read a retriever result of type {_type_name(result)}")
 
 
 # --------------------------------------------------------------------------------------------- internals
 
 
-def _read(item: Any, rank: int) -> tuple[str, str, float | None, Mapping[str, Any]]:
+def _read(item: Any, rank: int, max_chars: int | None = None) -> tuple[str, str, float | None, Mapping[str, Any]]:
     """Return ``(id, text, score, metadata)`` so the public functions build exactly one Chunk per item."""
     if isinstance(item, str):
         return content_id(item), item, None, _EMPTY_METADATA
@@ -120,13 +130,21 @@ def _read(item: Any, rank: int) -> tuple[str, str, float | None, Mapping[str, An
         return _read_mapping(item, rank)
     if isinstance(item, tuple):
         if len(item) == 2 and _is_number(item[1]) and not isinstance(item[0], tuple):
-            chunk_id, text, _, metadata = _read(item[0], rank)
+            chunk_id, text, _, metadata = _read(item[0], rank, max_chars)
             return chunk_id, text, _score(item[1]), metadata
         raise _unreadable(item, rank)
     if isinstance(item, (bytes, bytearray)):
-        text = bytes(item).decode("utf-8", "replace")
+        text = _decode(item, max_chars)
         return content_id(text), text, None, _EMPTY_METADATA
     return _read_object(item, rank)
+
+
+def _decode(raw: bytes | bytearray, max_chars: int | None) -> str:
+    """Bytes as text, invalid sequences replaced; with ``max_chars``, only the bytes that many characters can
+    take are decoded (a slice copies just those), so the cost does not grow with what the retriever sent."""
+    if max_chars is None:
+        return bytes(raw).decode("utf-8", "replace")
+    return bytes(raw[: _MAX_UTF8_BYTES * max_chars]).decode("utf-8", "replace")[:max_chars]
 
 
 def _read_mapping(item: Mapping[str, Any], rank: int) -> tuple[str, str, float | None, Mapping[str, Any]]:

@@ -47,6 +47,10 @@ DEFAULT_PRICES: Mapping[str, Price] = MappingProxyType(
         "gpt-4.1-nano": Price(input=0.10, output=0.40, cached_input=0.025),
         "o3-mini": Price(input=1.10, output=4.40, cached_input=0.55),
         "gpt-3.5-turbo": Price(input=0.50, output=1.50),
+        # OpenAI embeddings: input tokens only
+        "text-embedding-3-small": Price(input=0.02, output=0.0),
+        "text-embedding-3-large": Price(input=0.13, output=0.0),
+        "text-embedding-ada-002": Price(input=0.10, output=0.0),
         # Anthropic; cached_input is the cache-read rate (cache writes cost more and are billed as input here)
         "claude-3-5-sonnet": Price(input=3.00, output=15.00, cached_input=0.30),
         "claude-3-5-haiku": Price(input=0.80, output=4.00, cached_input=0.08),

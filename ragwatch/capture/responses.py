@@ -25,6 +25,7 @@ __all__ = [
     "extract_model",
     "extract_text",
     "extract_usage",
+    "read_embedding",
     "read_response",
 ]
 
@@ -177,6 +178,18 @@ def extract_model(response: Any) -> str | None:
         if metadata is not None:
             model = _get(metadata, "model_name") or _get(metadata, "model")
     return model if isinstance(model, str) and model else None
+
+
+def read_embedding(response: Any) -> tuple[Usage | None, str | None]:
+    """Usage and model of an embeddings response (OpenAI's ``CreateEmbeddingResponse`` or its JSON): only
+    input tokens are billed (``usage.prompt_tokens``, else ``input_tokens``)."""
+    usage = _get(response, "usage")
+    tokens = None
+    if usage is not None:
+        tokens = _count(_get(usage, "prompt_tokens"))
+        if tokens is None:
+            tokens = _count(_get(usage, "input_tokens"))
+    return (Usage(tokens, 0, 0) if tokens is not None else None), extract_model(response)
 
 
 # Hiragana/Katakana, CJK Extension A, CJK Unified Ideographs, Hangul syllables, CJK Compatibility Ideographs.

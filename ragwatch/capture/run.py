@@ -24,6 +24,10 @@ _RUN: ContextVar[Run | None] = ContextVar("ragwatch_run", default=None)
 _SUPPRESS: ContextVar[bool] = ContextVar("ragwatch_suppress", default=False)
 #: False until suppress() is first used, so wrappers skip reading _SUPPRESS in processes that never do.
 _suppress_used = [False]
+#: The framework-level model or embedding call open in this context (a LangChain chat model, a LlamaIndex
+#: LLM, a LangChain ``Embeddings``): an SDK call made inside it is that same call, which the framework's
+#: integration records — watched at both levels, it would be counted twice (see :func:`framework_call`).
+_FRAMEWORK_CALL: ContextVar[Any] = ContextVar("ragwatch_framework_call", default=None)
 
 
 class Run:
@@ -32,6 +36,7 @@ class Run:
     __slots__ = (
         "_chunks",
         "answer",
+        "candidates",
         "client",
         "cost_usd",
         "durations",
@@ -48,6 +53,7 @@ class Run:
         "started_at",
         "status",
         "tags",
+        "tools",
         "trace_id",
         "ttft",
         "usage",
@@ -65,6 +71,10 @@ class Run:
         self.client: str | None = None
         self.retrieved: Any = None
         self._chunks: list[Chunk] | None = None
+        #: The list a reranker was given, when one ran (``retrieved`` is then what it kept: the LLM's context).
+        self.candidates: Any = None
+        #: The tools an agent called during the request, in order: ``(name, seconds, outcome)``.
+        self.tools: list[tuple[str, float, str]] | None = None
         self.answer: str | None = None
         self.model: str | None = None
         self.usage: Usage | None = None
@@ -89,6 +99,10 @@ class Run:
         if self._chunks is None:
             self._chunks = normalize_chunks(self.retrieved)
         return self._chunks
+
+    def reset_chunks(self) -> None:
+        """Forget the normalised chunks: ``retrieved`` changed (a reranker ran, a tool retrieved more)."""
+        self._chunks = None
 
     def add_duration(self, stage: str, seconds: float) -> None:
         """Several retriever or LLM calls in one request add up per stage."""
@@ -126,3 +140,20 @@ def suppress() -> Iterator[None]:
 def suppressed() -> bool:
     """True inside :func:`suppress`: wrappers then call straight through."""
     return _SUPPRESS.get()
+
+
+def enter_framework_call(call: Any) -> None:
+    """Mark ``call`` (a framework's model or embedding call, just started) as the one open in this context.
+
+    Framework callbacks come as separate start and end events, so there is no block to reset the variable
+    in: it stays set, and :func:`framework_call` asks the call whether it is still open instead."""
+    _FRAMEWORK_CALL.set(call)
+
+
+def framework_call(rw: Any, kind: type) -> Any:
+    """The open framework call of class ``kind`` that ``rw`` is recording in this context, or None: an SDK
+    wrapper then leaves the call to it (one generation, one bill)."""
+    call = _FRAMEWORK_CALL.get()
+    if call is not None and type(call) is kind and not call._ended and call.rw is rw:
+        return call
+    return None

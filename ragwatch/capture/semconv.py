@@ -22,10 +22,16 @@ USAGE_CACHED = "gen_ai.usage.cache_read.input_tokens"
 RETRIEVAL_TOP_K = "gen_ai.retrieval.top_k"
 RETRIEVAL_DOCUMENTS = "gen_ai.retrieval.documents"
 ERROR_TYPE = "error.type"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
 
 OP_CHAT = "chat"
 OP_RETRIEVAL = "retrieval"
 OP_WORKFLOW = "invoke_workflow"
+OP_EMBEDDINGS = "embeddings"
+OP_TOOL = "execute_tool"
+#: not (yet) a GenAI operation name: OpenInference calls the span kind RERANKER
+OP_RERANK = "rerank"
 
 SERVICE = "ragwatch.service"
 USAGE_ESTIMATED = "ragwatch.usage.estimated"
@@ -35,6 +41,10 @@ RETRIEVAL_COUNT = "ragwatch.retrieval.chunk_count"
 RETRIEVAL_IDS = "ragwatch.retrieval.chunk_ids"
 RETRIEVAL_SCORES = "ragwatch.retrieval.chunk_scores"
 RETRIEVAL_TEXTS = "ragwatch.retrieval.chunk_texts"
+RERANK_INPUT_COUNT = "ragwatch.rerank.input_count"
+RERANK_OUTPUT_COUNT = "ragwatch.rerank.output_count"
+RERANK_INPUT_IDS = "ragwatch.rerank.input_chunk_ids"
+TOOL_ARGUMENTS_SIZE = "ragwatch.tool.arguments_size"
 PROBE = "ragwatch.capture.probe"
 
 

@@ -43,6 +43,8 @@ def proxy_stream(stream: Any, call: StreamObserver) -> Any:
     method of it keep working. Generators and classes that cannot take it get the transparent proxy.
     """
     cls = type(stream)
+    if cls.__name__ == "LegacyAPIResponse":  # openai's with_raw_response: the body is in, its result parses now
+        return _raw_response(stream, call)
     if cls not in _PROXY_ONLY:
         observed = _observe_in_place(stream, call)
         if observed is not None:
@@ -115,7 +117,9 @@ def _observing_class(cls: type) -> type | None:
     """
     if getattr(cls, "_ragwatch_observed", False):
         return cls
-    if hasattr(cls, "__anext__"):
+    if cls.__name__ in ("APIResponse", "AsyncAPIResponse") and hasattr(cls, "parse"):
+        namespace = _raw_stream_methods(cls)
+    elif hasattr(cls, "__anext__"):
         namespace = _async_stream_methods(cls)
     elif hasattr(cls, "__next__"):
         namespace = _sync_stream_methods(cls)
@@ -130,6 +134,78 @@ def _observing_class(cls: type) -> type | None:
         return type(cls.__name__, (cls,), namespace)
     except TypeError:  # a final class
         return None
+
+
+def _raw_response(response: Any, call: StreamObserver) -> Any:
+    """Record what a raw response parses to (a completion, or a stream then followed), not its HTTP body.
+    The SDK caches the parse, so the host's own ``.parse()`` returns the same object (an observed stream)."""
+    try:
+        parsed = response.parse()
+    except Exception as exc:  # the host's parse will raise the same; this call's record has no result
+        call.finish(None, exc)
+        return response
+    _hand_over(parsed, call)
+    return response
+
+
+def _hand_over(parsed: Any, call: StreamObserver | _Calls) -> None:
+    """Finish ``call`` with a parsed result, or follow it when it is a stream."""
+    cls = type(parsed)
+    if hasattr(cls, "__next__") or hasattr(cls, "__anext__"):
+        if _observe_in_place(parsed, call) is None:  # type: ignore[arg-type]
+            call.finish(None, None)  # a stream we cannot observe in place: its latency so far
+        return
+    call.finish(parsed, None)
+
+
+def _raw_stream_methods(cls: type) -> dict[str, Any]:
+    """openai's ``with_streaming_response`` responses: the body is read when the host parses it."""
+    base_parse, base_json, base_close = cls.parse, cls.json, cls.close  # type: ignore[attr-defined]
+    if _is_coroutine(base_parse):
+
+        async def aparse(self: Any, **kwargs: Any) -> Any:
+            parsed = await base_parse(self, **kwargs)
+            if not kwargs:
+                _hand_over(parsed, self.__dict__[_CALL])
+            return parsed
+
+        async def ajson(self: Any) -> Any:
+            data = await base_json(self)
+            self.__dict__[_CALL].finish(data, None)
+            return data
+
+        async def aclose(self: Any) -> Any:
+            try:
+                return await base_close(self)
+            finally:
+                self.__dict__[_CALL].finish(None, None)  # read some other way (iter_lines): no usage
+
+        return {"parse": aparse, "json": ajson, "close": aclose}
+
+    def parse(self: Any, **kwargs: Any) -> Any:
+        parsed = base_parse(self, **kwargs)
+        if not kwargs:
+            _hand_over(parsed, self.__dict__[_CALL])
+        return parsed
+
+    def json(self: Any) -> Any:
+        data = base_json(self)
+        self.__dict__[_CALL].finish(data, None)
+        return data
+
+    def close(self: Any) -> Any:
+        try:
+            return base_close(self)
+        finally:
+            self.__dict__[_CALL].finish(None, None)  # read some other way (iter_lines): no usage
+
+    return {"parse": parse, "json": json, "close": close}
+
+
+def _is_coroutine(fn: Any) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(fn)
 
 
 def _exit_method(base_exit: Any) -> Any:

@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
@@ -27,10 +27,14 @@ from ragwatch.capture.run import Run
 from ragwatch.capture.stages import (
     Call,
     DegradedRetrieveCall,
+    EmbedCall,
+    EmbedStage,
     GenerateCall,
     GenerateStage,
     PipelineCall,
     PipelineStage,
+    RerankCall,
+    RerankStage,
     RetrieveCall,
     RetrieveStage,
     Stage,
@@ -57,12 +61,15 @@ from ragwatch.sampling.sampler import REASONS, Sampler
 from ragwatch.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from ragwatch.capture.feedback import FeedbackWriter
     from ragwatch.report.build import Report
     from ragwatch.scoring.embedded import InProcessScorer
 
 __all__ = ["RagWatch", "Scope"]
 
 log = logging.getLogger("ragwatch")
+#: the ``stage`` label values of ``ragwatch_stage_duration_seconds``
+STAGES = ("request", "retrieve", "rerank", "embed", "generate")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -91,7 +98,8 @@ class RagWatch:
     ``registry`` is the Prometheus registry (``None``: metrics are kept but not registered, for tests);
     ``tracer_provider`` defaults to the application's global one; ``redact_with`` is your own redaction
     function, applied after the built-in patterns to every text a sample carries; ``rerank(question,
-    chunks)`` is applied to the retriever's result while the service is degraded.
+    chunks)`` is applied to the retriever's result while the service is degraded. ``auto_instrument=True``
+    instruments every supported framework installed (:func:`ragwatch.integrations.instrument`).
     """
 
     def __init__(
@@ -104,6 +112,7 @@ class RagWatch:
         tracer_provider: TracerProvider | None = None,
         redact_with: Callable[[str], str] | None = None,
         rerank: Callable[[str | None, Any], Any] | None = None,
+        auto_instrument: bool = False,
         **overrides: Any,
     ) -> None:
         if settings is None:
@@ -121,7 +130,7 @@ class RagWatch:
         self.guard = Guard(metrics.internal_errors, settings.log_every_seconds)
         if settings.metrics:
             self.metrics = metrics
-            for stage in ("request", "retrieve", "generate"):
+            for stage in STAGES:
                 for outcome in ("ok", "error", "cancelled"):
                     self.stage_children[(stage, outcome)] = metrics.stage_duration.labels(self.service, stage, outcome)
             self.chunks_child = metrics.retrieved_chunks.labels(self.service)
@@ -161,6 +170,12 @@ class RagWatch:
                 self.mode_watcher.initial_read()  # …but rw.degraded is right from here on (an override, say)
         if settings.metrics_port is not None:
             self.start_metrics_server()
+        #: what :func:`ragwatch.integrations.instrument` instrumented for this RagWatch, by framework
+        self.instrumented: dict[str, Any] = {}
+        if auto_instrument:
+            from ragwatch.integrations import instrument as instrument_installed
+
+            instrument_installed(self)
 
     # -- degraded mode ------------------------------------------------------------------------------------
     @property
@@ -221,11 +236,21 @@ class RagWatch:
         redact_chunk = self.redact_cached
         limits = Limits(s.max_chunks, s.max_chunk_chars, s.max_answer_chars, s.max_question_chars)
         keep_text = s.store_text
+        # content_off: no text leaves the process; the in-process queue is the process, its scorer judges the
+        # text in memory and stores records without it (Scoring(content=False)).
+        content = not s.content_off or queue.url.lower().startswith("memory:")
 
         def build(run: Run, reason: str) -> bytes:
             return encode_record(
                 build_record(
-                    run, reason=reason, limits=limits, redact=redactor, redact_chunk=redact_chunk, keep_text=keep_text
+                    run,
+                    reason=reason,
+                    limits=limits,
+                    redact=redactor,
+                    redact_chunk=redact_chunk,
+                    keep_text=keep_text,
+                    content=content,
+                    service_version=s.service_version,
                 )
             )
 
@@ -279,6 +304,68 @@ class RagWatch:
                 continue
         return out
 
+    _feedback_writer: FeedbackWriter | None = None  # made on the first rw.feedback
+
+    def feedback(
+        self,
+        sample_id: str,
+        *,
+        verdict: Literal["right", "wrong"] | None = None,
+        claim: str | None = None,
+        chunk_id: str | None = None,
+        chunk_relevant: bool | None = None,
+        golden: bool = False,
+        note: str | None = None,
+    ) -> bool:
+        """Correct the judge on one scored sample (the ``sample_id`` of its score record, as :meth:`scores`
+        and the live page's cards show it): its ``verdict`` was ``"right"`` or
+        ``"wrong"`` (about the whole answer, or with ``claim`` — the claim's text — about that claim), the
+        retrieved chunk ``chunk_id`` was relevant or not (``chunk_relevant``), the question belongs in the
+        replay golden set (``golden``), and a ``note`` for the reviewer. At least one of them.
+
+        Stored redacted beside the scores (``memory://`` at once; Redis from a background thread, never on the
+        calling thread) and counted in ``ragwatch_feedback_total``; ``ragwatch labels export`` turns them into
+        ``eval-judge`` rows and golden questions. Returns True when stored or buffered, False when it was
+        dropped (no queue, the store failing: counted and logged, never raised). Arguments that are no
+        feedback raise :class:`~ragwatch.sampling.feedback.FeedbackError` (a ``ValueError``) at once: that is
+        a bug in the calling code, not something a request can cause.
+        """
+        from ragwatch.capture.feedback import FeedbackWriter
+        from ragwatch.sampling.feedback import count_feedback, make_feedback
+
+        record = make_feedback(
+            sample_id,
+            verdict=verdict,
+            claim=claim,
+            chunk_id=chunk_id,
+            chunk_relevant=chunk_relevant,
+            golden=golden,
+            note=note,
+        )
+        try:
+            writer = self._feedback_writer
+            if writer is None and self.queue is not None:
+                with self._lock:
+                    writer = self._feedback_writer
+                    if writer is None:
+                        writer = self._feedback_writer = FeedbackWriter(
+                            self.queue,
+                            self.redactor,
+                            guard=self.guard,
+                            counter=self.metrics.feedback if self.metrics is not None else None,
+                            content=not self.settings.content_off,
+                            close_timeout=self.settings.close_timeout,
+                        )
+            if writer is None:  # neither sampling nor degraded mode: there is no store to keep it in
+                counter = self.metrics.feedback if self.metrics is not None else None
+                count_feedback(counter, self.service, record.kinds, "dropped")
+                self.guard.note("capture", None, "rw.feedback: no queue (sampling is off), dropped", key="feedback")
+                return False
+            return writer.offer(record)
+        except Exception as exc:
+            self.guard.failed("capture", exc)
+            return False
+
     def report(self, count: int = 1000, *, worst: int = 5) -> Report:
         """The health report over :meth:`scores` with this service's thresholds (``.markdown()``,
         ``.to_dict()``); the same report ``ragwatch report`` prints."""
@@ -294,6 +381,8 @@ class RagWatch:
         """Flush and stop the background threads (the sender also flushes at interpreter exit)."""
         if self.producer is not None:
             self.producer.close(timeout)
+        if self._feedback_writer is not None:
+            self._feedback_writer.close(timeout)
         if self.scorer is not None:
             self.scorer.stop()
         if self.mode_watcher is not None:
@@ -338,6 +427,31 @@ class RagWatch:
         # The class itself is the begin function (via partial): no Python frame between wrapper and call.
         begin = functools.partial(GenerateCall, self, model, provider)
         return self._decorator(fn, begin, GenerateStage(self, model, provider))
+
+    @overload
+    def reranker(self, fn: F) -> F: ...
+    @overload
+    def reranker(self, fn: None = None, *, name: str = "rerank") -> Callable[[F], F]: ...
+
+    def reranker(self, fn: Any = None, *, name: str = "rerank") -> Any:
+        """Watch a reranker (or any step that filters or reorders the retrieved chunks): its latency as the
+        ``rerank`` stage, the list it was given (its ``chunks=`` / ``documents=`` / ``nodes=`` keyword or first
+        list argument) and the one it returns, which becomes the run's chunks — what the LLM receives, so
+        context precision is scored on it."""
+        return self._decorator(fn, functools.partial(RerankCall, self, name), RerankStage(self, name))
+
+    @overload
+    def embedder(self, fn: F) -> F: ...
+    @overload
+    def embedder(
+        self, fn: None = None, *, model: str | None = None, provider: str | None = None
+    ) -> Callable[[F], F]: ...
+
+    def embedder(self, fn: Any = None, *, model: str | None = None, provider: str | None = None) -> Any:
+        """Watch an embedding call: the ``embed`` stage's latency, and the input tokens it billed (the
+        response's ``usage``, else estimated from its ``input=`` / texts), priced like an LLM's."""
+        begin = functools.partial(EmbedCall, self, model, provider)
+        return self._decorator(fn, begin, EmbedStage(self, model, provider))
 
     @overload
     def pipeline(self, fn: F) -> F: ...

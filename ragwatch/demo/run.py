@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from ragwatch.errors import ConfigError
 
 if TYPE_CHECKING:
     from ragwatch.capture.watch import RagWatch
@@ -128,17 +131,17 @@ def run_demo(
     from ragwatch.demo.traffic import Display, Phase, QuestionStream, send_phase
     from ragwatch.metrics.catalog import WorkerMetrics, families
     from ragwatch.mode.sla import SLAEvaluator
-    from ragwatch.queue.factory import open_queue
+    from ragwatch.queue.reach import open_reached_queue
     from ragwatch.report.build import build_report, default_thresholds
     from ragwatch.scoring.diagnosis import Thresholds
     from ragwatch.scoring.judges.offline import OfflineJudge
     from ragwatch.scoring.worker import Worker
 
     if not 0.0 <= hallucination_rate <= 1.0:
-        raise ValueError("hallucination_rate must be within 0..1")
+        raise ConfigError("the demo's hallucination rate must be within 0..1")
     total = requests if requests is not None else (90 if quick else 240)
     if total < 30:
-        raise ValueError("the demo needs at least 30 requests (three phases of 10)")
+        raise ConfigError("the demo needs at least 30 requests (three phases of 10)")
     redis_url = redis_url or os.environ.get("RAGWATCH_REDIS_URL") or None
     if redis_url:  # a fresh service name: windows and mode state of an earlier run must not leak in
         service_name = service or f"{SERVICE}-{uuid.uuid4().hex[:6]}"
@@ -146,6 +149,7 @@ def run_demo(
     else:
         service_name = service or SERVICE
         queue_url = f"memory://demo-{uuid.uuid4().hex[:8]}"
+    queue = open_reached_queue(queue_url, service_name)  # an unreachable Redis: one line, before any output
     policy = demo_policy(quick)
     sla_log = logging.getLogger("ragwatch.sla")
     sla_level = sla_log.level
@@ -174,7 +178,6 @@ def run_demo(
         else:
             display.event(f"[demo] {at:5.1f}s  degraded mode OFF — {new.reason}")
 
-    queue = open_queue(queue_url, service_name)
     metrics = families(WorkerMetrics, REGISTRY, settings.latency_buckets)
     worker = Worker(
         queue,
@@ -199,14 +202,20 @@ def run_demo(
     app = build_app(demo_service)
     server = None
     if serve:
+        from ragwatch.access import DashboardGate
         from ragwatch.report.dashboard import Dashboard, asgi_app
         from ragwatch.report.sources import QueueSource
 
-        dashboard = Dashboard(QueueSource(queue), thresholds, policy, refresh_seconds=2.0, cache_seconds=0.5)
+        # The page shows the demo's questions and answers: never without a gate, even in a container that
+        # binds 0.0.0.0. The token is RAGWATCH_DASHBOARD_TOKEN's, or a fresh one printed here.
+        token = settings.dashboard_token.get_secret_value() if settings.dashboard_token is not None else None
+        token = token or secrets.token_urlsafe(18)
+        gate = DashboardGate(token, None, settings.dashboard_trusted_proxies)
+        dashboard = Dashboard(QueueSource(queue), thresholds, policy, refresh_seconds=2.0, cache_seconds=0.5, gate=gate)
         server = _serve(asgi_app(dashboard, app), host, port)
         out(
             f"[demo] serving POST http://{host}:{port}/ask and GET http://{host}:{port}/metrics; "
-            f"live quality page: http://{host}:{port}/dashboard"
+            f"live quality page: http://{host}:{port}/dashboard?token={token}"
         )
 
     n_healthy = total // 3
@@ -305,7 +314,8 @@ def run_demo(
     )
     if server is not None:
         out(
-            f"[demo] still serving on http://{host}:{port} (worker running; open http://{host}:{port}/dashboard) "
+            f"[demo] still serving on http://{host}:{port} (worker running; open "
+            f"http://{host}:{port}/dashboard?token={token}) "
             "— Ctrl-C to stop"
         )
         try:

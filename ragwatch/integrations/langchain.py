@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -28,12 +29,14 @@ from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ragwatch.capture.stages import Call, GenerateCall, PipelineCall, RetrieveCall
+from ragwatch.capture.record import gather_retrieved
+from ragwatch.capture.run import enter_framework_call
+from ragwatch.capture.stages import Call, GenerateCall, PipelineCall, RerankCall, RetrieveCall, ToolCall
 
 if TYPE_CHECKING:
     from ragwatch.capture.watch import RagWatch
 
-__all__ = ["AsyncRagwatchCallbackHandler", "RagwatchCallbackHandler"]
+__all__ = ["AsyncRagwatchCallbackHandler", "RagwatchCallbackHandler", "instrument", "uninstrument"]
 
 _perf = time.perf_counter
 _QUESTION_KEYS = ("question", "query", "input", "q", "prompt")
@@ -41,14 +44,16 @@ _ANSWER_KEYS = ("answer", "output", "result", "text", "content")
 
 
 class _Root:
-    """The outermost chain of one invocation: its pipeline call (which may have joined an outer run), and
-    the key of its own run id, which tells its end from the end of a chain inside it."""
+    """The outermost chain of one invocation: its pipeline call (which may have joined an outer run), the
+    key of its own run id, which tells its end from the end of a chain inside it, and whether its start
+    event carried the question (streamed invocations start with ``{'input': ''}``)."""
 
-    __slots__ = ("call", "key")
+    __slots__ = ("asked", "call", "key")
 
-    def __init__(self, call: PipelineCall, key: int) -> None:
+    def __init__(self, call: PipelineCall, key: int, asked: bool) -> None:
         self.call = call
         self.key = key
+        self.asked = asked
 
 
 class _Callbacks:
@@ -63,8 +68,10 @@ class _Callbacks:
     """
 
     _rw: RagWatch
-    _roots: dict[int, _Root]  # every chain's run id (as int) -> the root chain it belongs to
-    _calls: dict[int, Call]  # retriever and model run ids (as int) -> their stage call
+    _roots: dict[int, _Root]  # every chain's (and tool's) run id (as int) -> the root chain it belongs to
+    _calls: dict[int, Call]  # retriever, model and tool run ids (as int) -> their stage call
+    _tools: set[int]  # run ids of the tools running now
+    _tool_retrievals: set[int]  # run ids of retrievals inside a tool (their chunks add to the run's)
 
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -76,7 +83,8 @@ class _Callbacks:
                     self._roots[run_id.int] = root
                 return
             key = run_id.int
-            self._roots[key] = _Root(PipelineCall(self._rw, question=_question(inputs)), key)
+            question = _question(inputs)
+            self._roots[key] = _Root(PipelineCall(self._rw, question=question), key, question is not None)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
 
@@ -85,6 +93,8 @@ class _Callbacks:
             key = run_id.int
             root = self._roots.pop(key, None)
             if root is not None and root.key == key:
+                if not root.asked:  # a stream's input arrives with its end: the user's question, not a rewrite
+                    _ask(root.call.run, _question(kwargs.get("inputs")), root.call.owner)
                 root.call.finish(_answer(outputs), None)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
@@ -109,8 +119,12 @@ class _Callbacks:
         **kwargs: Any,
     ) -> None:
         try:
-            root = self._roots.get(parent_run_id.int) if parent_run_id is not None else None
-            span = root.call.span if root is not None else None
+            parent = parent_run_id.int if parent_run_id is not None else None
+            root = self._roots.get(parent) if parent is not None else None
+            outer = self._calls.get(parent) if parent is not None and root is None else None
+            if type(outer) is RetrieveCall:  # a retriever around a retriever (ContextualCompressionRetriever):
+                outer = self._calls[parent] = RerankCall.adopt(outer)  # type: ignore[index]  # the outer reranks
+            span = root.call.span if root is not None else (outer.span if outer is not None else None)
             if span is None:
                 call = RetrieveCall(self._rw)
             else:  # LangChain's steps run in contexts of their own, where the pipeline span is not current
@@ -121,18 +135,73 @@ class _Callbacks:
                     otel_context.detach(token)
             if root is not None:
                 call.run = root.call.run
-            run = call.run
-            if run is not None and run.question is None and isinstance(query, str):
-                run.question = query
+            elif outer is not None:
+                call.run = outer.run
+            _ask(call.run, query if isinstance(query, str) and query else None, False)
             self._calls[run_id.int] = call
+            if parent is not None and parent in self._tools:
+                self._tool_retrievals.add(run_id.int)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
 
     def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
         try:
-            call = self._calls.pop(run_id.int, None)
+            key = run_id.int
+            call = self._calls.pop(key, None)
+            if call is None:
+                return
+            run = call.run
+            earlier = run.retrieved if run is not None and key in self._tool_retrievals else None
+            self._tool_retrievals.discard(key)
+            call.finish(list(documents), None)
+            gather_retrieved(run, earlier)
+        except Exception as exc:
+            self._rw.guard.failed("capture", exc)
+
+    def on_tool_start(
+        self,
+        serialized: Any,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        inputs: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        try:
+            root = self._roots.get(parent_run_id.int) if parent_run_id is not None else None
+            if root is None:
+                return
+            key = run_id.int
+            self._roots[key] = root  # chains and retrievers inside the tool belong to the request
+            name = kwargs.get("name") or (serialized or {}).get("name") or "tool"
+            span = root.call.span
+            token = otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
+            try:
+                call = ToolCall(self._rw, str(name), input_str, kwargs.get("tool_call_id"))
+            finally:
+                if token is not None:
+                    otel_context.detach(token)
+            call.run = root.call.run
+            self._calls[key] = call
+            self._tools.add(key)
+        except Exception as exc:
+            self._rw.guard.failed("capture", exc)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._tool_done(run_id, None)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._tool_done(run_id, error)
+
+    def _tool_done(self, run_id: UUID, error: BaseException | None) -> None:
+        try:
+            key = run_id.int
+            self._roots.pop(key, None)
+            self._tools.discard(key)
+            call = self._calls.pop(key, None)
             if call is not None:
-                call.finish(list(documents), None)
+                call.finish(None, error)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
 
@@ -209,6 +278,7 @@ class _Callbacks:
         if root is not None:
             call.run = root.call.run
         self._calls[run_id.int] = call
+        enter_framework_call(call)  # the openai SDK call the model makes is this generation
 
     def _step_error(self, error: BaseException, run_id: UUID) -> None:
         try:
@@ -230,6 +300,8 @@ class RagwatchCallbackHandler(_Callbacks, BaseCallbackHandler):
         self._rw = rw
         self._roots = {}
         self._calls = {}
+        self._tools = set()
+        self._tool_retrievals = set()
 
 
 def _async(name: str) -> Any:
@@ -252,9 +324,12 @@ class AsyncRagwatchCallbackHandler(AsyncCallbackHandler):
         self._rw = rw
         self._roots: dict[int, _Root] = {}
         self._calls: dict[int, Call] = {}
+        self._tools: set[int] = set()
+        self._tool_retrievals: set[int] = set()
 
     _model_start = _Callbacks._model_start
     _step_error = _Callbacks._step_error
+    _tool_done = _Callbacks._tool_done
     on_chain_start = _async("on_chain_start")
     on_chain_end = _async("on_chain_end")
     on_chain_error = _async("on_chain_error")
@@ -266,20 +341,85 @@ class AsyncRagwatchCallbackHandler(AsyncCallbackHandler):
     on_llm_new_token = _async("on_llm_new_token")
     on_llm_end = _async("on_llm_end")
     on_llm_error = _async("on_llm_error")
+    on_tool_start = _async("on_tool_start")
+    on_tool_end = _async("on_tool_end")
+    on_tool_error = _async("on_tool_error")
+
+
+def instrument(rw: RagWatch) -> RagwatchCallbackHandler:
+    """Add a handler to every LangChain run in the process, as if each ``invoke`` passed it in ``callbacks``
+    (LangChain's configure hook: a context variable whose default is the handler, so threads and tasks
+    started later see it too). Returns the handler, for :func:`uninstrument`. Do not also pass a handler of
+    your own for the same ``rw``: each would record the request."""
+    from langchain_core.tracers.context import register_configure_hook
+
+    handler = RagwatchCallbackHandler(rw)
+    register_configure_hook(ContextVar(f"ragwatch_langchain_{id(handler)}", default=handler), inheritable=True)
+    return handler
+
+
+def uninstrument(handler: RagwatchCallbackHandler) -> None:
+    """Stop adding ``handler`` (from :func:`instrument`) to LangChain runs."""
+    from langchain_core.tracers.context import _configure_hooks
+
+    for hook in list(_configure_hooks):
+        if hook[0].get() is handler:
+            _configure_hooks.remove(hook)
 
 
 # --------------------------------------------------------------------------------------------- internals
 
 
 def _question(inputs: Any) -> str | None:
+    """The question in a chain's input; None for an empty one (a stream's start event: ``{'input': ''}``).
+    A LangGraph agent's input is its state, ``{"messages": [...]}``: the question is the last user message
+    (else a tool's query would become the run's question)."""
     if isinstance(inputs, str):
-        return inputs
+        return inputs or None
     if isinstance(inputs, Mapping):
         for key in _QUESTION_KEYS:
             value = inputs.get(key)
-            if isinstance(value, str):
+            if isinstance(value, str) and value:
                 return value
+        messages = inputs.get("messages")
+        if isinstance(messages, (list, tuple)):
+            return _user_message(messages)
     return None
+
+
+_USER_ROLES = ("human", "user")
+
+
+def _user_message(messages: Sequence[Any]) -> str | None:
+    """The text of the last user message among a chat's messages, in the forms LangChain accepts: message
+    objects (``type == "human"``), ``(role, text)`` pairs and ``{"role", "content"}`` dicts."""
+    for message in reversed(messages[-64:]):
+        if isinstance(message, tuple) and len(message) == 2:
+            role, content = message
+        elif isinstance(message, Mapping):
+            role, content = message.get("role"), message.get("content")
+        else:
+            role, content = getattr(message, "type", None), getattr(message, "content", None)
+        if role in _USER_ROLES:
+            return _text(content)
+    return None
+
+
+def _text(content: Any) -> str | None:
+    """A message's text: a string, or the text parts of a multimodal content list."""
+    if isinstance(content, str):
+        return content or None
+    if isinstance(content, list):
+        parts = [p.get("text") if isinstance(p, Mapping) else p for p in content]
+        text = " ".join(p for p in parts if isinstance(p, str) and p)
+        return text or None
+    return None
+
+
+def _ask(run: Any, question: str | None, overwrite: bool) -> None:
+    """Give ``run`` its question: when it has none yet, or (``overwrite``) over a retriever's query."""
+    if run is not None and question is not None and (overwrite or not run.question):
+        run.question = question
 
 
 def _answer(outputs: Any) -> str | None:
@@ -290,6 +430,11 @@ def _answer(outputs: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(outputs, Mapping):
+        messages = outputs.get("messages")
+        if isinstance(messages, list) and messages:  # a LangGraph agent's state: its last message answers
+            content = getattr(messages[-1], "content", None)
+            if isinstance(content, str) and content:
+                return content
         for key in _ANSWER_KEYS:
             value = outputs.get(key)
             if isinstance(value, str):

@@ -21,10 +21,12 @@ LangChain, events cannot change results: degraded-mode retrieval policies need t
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
 from llama_index.core.instrumentation.events.llm import (
     LLMChatEndEvent,
     LLMChatInProgressEvent,
@@ -36,12 +38,25 @@ from llama_index.core.instrumentation.events.llm import (
 from llama_index.core.instrumentation.events.query import QueryEndEvent, QueryStartEvent
 from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent, RetrievalStartEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from pydantic import PrivateAttr
 
+from ragwatch.capture.record import gather_retrieved
 from ragwatch.capture.responses import extract_model, extract_usage
-from ragwatch.capture.run import _RUN
-from ragwatch.capture.stages import Call, GenerateCall, PipelineCall, RetrieveCall, is_stream
+from ragwatch.capture.run import _RUN, enter_framework_call
+from ragwatch.capture.stages import (
+    Call,
+    EmbedCall,
+    GenerateCall,
+    PipelineCall,
+    RetrieveCall,
+    ToolCall,
+    is_stream,
+    record_rerank,
+)
 from ragwatch.capture.streams import proxy_stream
+from ragwatch.integrations.llamaindex_runs import conversation_kind, final_text, question_of, tool_of
 
 if TYPE_CHECKING:
     from ragwatch.capture.watch import RagWatch
@@ -71,15 +86,22 @@ def uninstrument(handler: RagwatchEventHandler, dispatcher: Any = None) -> None:
 
 
 class _Query:
-    """A query's pipeline call; it finishes once the query has ended and no generation is still open."""
+    """A query's, chat turn's or agent run's pipeline call; it finishes once the query (the chat engine
+    method, the agent's workflow) has ended and no generation is still open."""
 
-    __slots__ = ("answer", "call", "ended", "open")
+    __slots__ = ("answer", "call", "ended", "gathers", "open", "retrieved_at", "root")
 
-    def __init__(self, call: PipelineCall) -> None:
+    def __init__(self, call: PipelineCall, root: str | None = None, gathers: bool = False) -> None:
         self.call = call
         self.open = 0
         self.ended = False
         self.answer: str | None = None
+        #: when its retrieval ended (perf counter): the rerank stage runs from there to the synthesis
+        self.retrieved_at: float | None = None
+        #: a chat engine's or agent's own dispatcher span (None: a query, ended by its QueryEndEvent)
+        self.root = root
+        #: whether its retrievals add up (an agent's tools retrieve more than once) rather than replace
+        self.gathers = gathers
 
 
 class _Reading:
@@ -98,6 +120,12 @@ class _Tracker:
         self.rw = rw
         self._queries: dict[str | None, _Query | None] = {}  # query span id -> its query (None: joined a run)
         self._calls: dict[str, tuple[Call, _Query | None]] = {}  # step span id -> its call and query
+        #: every open dispatcher span inside a chat engine call or an agent run -> that conversation: the
+        #: workflow's steps run in tasks of their own, where no context variable of ours is set
+        self._owners: dict[str, _Query] = {}
+        self._tools: dict[str, ToolCall] = {}  # an agent's `call_tool` step span id -> its tool call
+        #: LLM spans opened inside an LLM call already recorded (CustomLLM's `acomplete` calls `complete`)
+        self._nested: set[str] = set()
 
     def handle(self, event: Any) -> None:
         kind = type(event)
@@ -106,13 +134,31 @@ class _Tracker:
         elif kind is QueryEndEvent:
             self._query_end(event.span_id, event.response, None)
         elif kind is RetrievalStartEvent:
-            call = RetrieveCall(self.rw)
+            call, owner = self._step(event.span_id, lambda: RetrieveCall(self.rw))
             run = call.run
             if run is not None and run.question is None:
                 run.question = _query_text(event.str_or_query_bundle)
-            self._calls[event.span_id] = (call, None)
+            self._calls[event.span_id] = (call, owner)
         elif kind is RetrievalEndEvent:
+            entry = self._calls.get(event.span_id)
+            run = entry[0].run if entry is not None else None
+            earlier = run.retrieved if run is not None and entry is not None and entry[1] is not None else None
             self._step_end(event.span_id, list(event.nodes or ()))
+            if earlier is not None and entry is not None and entry[1] is not None and entry[1].gathers:
+                gather_retrieved(run, earlier)
+            query = self._open_query(entry[0]) if entry is not None else None
+            if query is not None:
+                query.retrieved_at = time.perf_counter()
+        elif kind is EmbeddingStartEvent:
+            model = (getattr(event, "model_dict", None) or {}).get("model_name")
+            name = model if isinstance(model, str) else None
+            call, _ = self._step(event.span_id, lambda: EmbedCall(self.rw, name))
+            self._calls[event.span_id] = (call, None)
+        elif kind is EmbeddingEndEvent:
+            entry = self._calls.pop(event.span_id, None)
+            if entry is not None and type(entry[0]) is EmbedCall:
+                entry[0].inputs = list(event.chunks or ())  # no usage in the event: estimated from the texts
+                entry[0].finish(None, None)
         elif kind is LLMChatStartEvent or kind is LLMCompletionStartEvent:
             self._llm_start(event)
         elif kind is LLMChatInProgressEvent or kind is LLMCompletionInProgressEvent:
@@ -123,8 +169,22 @@ class _Tracker:
         elif kind is LLMChatEndEvent or kind is LLMCompletionEndEvent:
             self._llm_end(event)
 
+    def synthesizing(self, nodes: list[Any]) -> None:
+        """A response synthesizer was handed ``nodes`` — what the LLM will see. When node postprocessors
+        (rerankers, similarity cut-offs) changed the retriever's list, that is a rerank stage: its time since
+        the retrieval ended, and the kept nodes become the run's chunks."""
+        run = _RUN.get()
+        query = next((q for q in self._queries.values() if q is not None and q.call.run is run), None)
+        if run is None or query is None or query.retrieved_at is None or run.retrieved is None:
+            return
+        if _node_ids(run.retrieved) == _node_ids(nodes):
+            return
+        record_rerank(self.rw, run, time.perf_counter() - query.retrieved_at, run.retrieved, nodes, None)
+        query.retrieved_at = None
+
     def dropped(self, span_id: str, err: BaseException | None) -> None:
         """A dispatcher span ended with an exception: no end event will come for it."""
+        self.span_ended(span_id, None, err or RuntimeError("span dropped"))
         if span_id in self._queries:
             self._query_end(span_id, None, err or RuntimeError("query dropped"))
             return
@@ -133,9 +193,53 @@ class _Tracker:
             entry[0].finish(None, err)
             self._release(entry[1])
 
+    # -- dispatcher spans: chat engines, agents, their tools ------------------------------------------
+    def span_started(self, span_id: str, bound_args: Any, instance: Any, parent: str | None) -> None:
+        """Follow a new dispatcher span: an LLM method inside an LLM call being recorded (skipped: one
+        generation), a step of a chat turn or agent run (mapped to it; an agent's tool call recorded), or
+        a chat engine call or agent run starting (a run of its own, unless a run is current)."""
+        if parent is not None:
+            entry = self._calls.get(parent)
+            if entry is not None and type(entry[0]) is GenerateCall:
+                self._nested.add(span_id)
+            owner = self._owners.get(parent)
+            if owner is not None:
+                self._owners[span_id] = owner
+                tool = tool_of(span_id, bound_args)
+                if tool is not None:
+                    call, _ = self._step(span_id, lambda: ToolCall(self.rw, *tool))
+                    self._tools[span_id] = call  # type: ignore[assignment]
+                return
+        kind = conversation_kind(instance, span_id)
+        if kind is None or _RUN.get() is not None:  # inside a watched pipeline or middleware run: join it
+            return
+        call = PipelineCall(self.rw, question=question_of(kind, bound_args))
+        self._owners[span_id] = _Query(call, span_id, gathers=kind == "agent")
+
+    def span_ended(self, span_id: str, result: Any, err: BaseException | None) -> None:
+        self._nested.discard(span_id)
+        tool = self._tools.pop(span_id, None)
+        if tool is not None:
+            output = getattr(result, "tool_output", None)
+            if err is None and getattr(output, "is_error", False):
+                err = getattr(output, "exception", None) or RuntimeError("tool error")
+            tool.finish(None, err)
+        conversation = self._owners.pop(span_id, None)
+        if conversation is None or conversation.root != span_id:
+            return
+        conversation.ended = True
+        if err is not None:
+            conversation.call.finish(None, err)
+            return
+        conversation.answer = final_text(result)  # None for a stream: the run's answer is its generation's
+        if conversation.open <= 0:
+            self._finish(conversation)
+
     # -- queries --------------------------------------------------------------------------------------
     def _query_start(self, event: QueryStartEvent) -> None:
-        if _RUN.get() is not None:  # inside a watched pipeline, a middleware run or an outer query: join it
+        if _RUN.get() is not None or event.span_id in self._owners:
+            # inside a watched pipeline, a middleware run, an outer query, a chat turn or an agent's tool:
+            # join it (its steps find their run through the span they start in)
             self._queries[event.span_id] = None
             return
         call = PipelineCall(self.rw, question=_query_text(event.query))
@@ -160,20 +264,32 @@ class _Tracker:
         answer = getattr(response, "response", None)
         query.answer = answer if isinstance(answer, str) else None
         if query.open == 0:
-            query.call.finish(query.answer, None)
+            self._finish(query)
+
+    def _finish(self, query: _Query) -> None:
+        """End a query's (chat turn's, agent run's) run with the answer the user reads: an agent's final
+        answer, not the last answer a tool's query engine gave it."""
+        run = query.call.run
+        if query.answer is not None and run is not None:
+            run.answer = query.answer
+        query.call.finish(query.answer, None)
 
     # -- LLM calls ------------------------------------------------------------------------------------
     def _llm_start(self, event: Any) -> None:
+        if event.span_id in self._nested:  # `complete` inside `acomplete`: the outer call records it
+            return
         model_dict = getattr(event, "model_dict", None) or {}
         model = model_dict.get("model") or model_dict.get("model_name")
+        name = model if isinstance(model, str) else None
         prompt = getattr(event, "prompt", None)
         if prompt is None:
             prompt = [getattr(m, "content", None) for m in getattr(event, "messages", None) or ()]
-        call = GenerateCall(self.rw, model if isinstance(model, str) else None, None, (prompt,), None)
-        query = self._open_query(call)
+        call, owner = self._step(event.span_id, lambda: GenerateCall(self.rw, name, None, (prompt,), None))
+        query = owner or self._open_query(call)
         if query is not None:
             query.open += 1
         self._calls[event.span_id] = (call, query)
+        enter_framework_call(call)  # an openai SDK call the LLM class makes is this generation
 
     def _llm_end(self, event: Any) -> None:
         entry = self._calls.pop(event.span_id, None)
@@ -212,12 +328,32 @@ class _Tracker:
             return
         query.open -= 1
         if query.ended and query.open <= 0:  # a streamed answer: the query returned before its generation
-            query.call.finish(query.answer, None)
+            self._finish(query)
+
+    def _step(self, span_id: str, make: Any) -> tuple[Any, _Query | None]:
+        """A step's call (``make()``), in the current run; outside one, in the chat turn or agent run its
+        span belongs to, its span a child of that run's."""
+        owner = self._owners.get(span_id) if _RUN.get() is None else None
+        if owner is None:
+            return make(), None
+        span = owner.call.span
+        token = otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
+        try:
+            call = make()
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+        call.run = owner.call.run
+        return call, owner
 
     def _step_end(self, span_id: str, result: Any) -> None:
         entry = self._calls.pop(span_id, None)
         if entry is not None:
             entry[0].finish(result, None)
+
+
+def _node_ids(nodes: Any) -> list[tuple[Any, Any]]:
+    return [(getattr(getattr(n, "node", n), "node_id", None), getattr(n, "score", None)) for n in nodes]
 
 
 def _query_text(query: Any) -> str | None:
@@ -270,11 +406,23 @@ class RagwatchSpanHandler(BaseSpanHandler[Any]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        try:
+            self._tracker.span_started(id_, bound_args, instance, parent_span_id)
+            if "synthesize-" in id_ and bound_args is not None:  # `Refine.synthesize-<uuid>`, `…asynthesize-…`
+                nodes = bound_args.arguments.get("nodes")
+                if isinstance(nodes, list):
+                    self._tracker.synthesizing(nodes)
+        except Exception as exc:
+            self._tracker.rw.guard.failed("capture", exc)
         return None
 
     def prepare_to_exit_span(
         self, id_: str, bound_args: Any, instance: Any = None, result: Any = None, **kwargs: Any
     ) -> None:
+        try:
+            self._tracker.span_ended(id_, result, None)
+        except Exception as exc:
+            self._tracker.rw.guard.failed("capture", exc)
         return None
 
     def prepare_to_drop_span(

@@ -41,7 +41,7 @@ from opentelemetry.trace import StatusCode
 
 from ragwatch.capture.responses import Usage
 from ragwatch.capture.run import Run
-from ragwatch.capture.stages import record_generation, record_request, record_retrieval
+from ragwatch.capture.stages import record_generation, record_request, record_retrieval, start_background
 
 if TYPE_CHECKING:
     from ragwatch.capture.watch import RagWatch
@@ -122,11 +122,14 @@ class RagwatchSpanProcessor(SpanProcessor):
     def _pending(self, trace_id: int) -> _Trace | None:
         with self._lock:
             pending = self._traces.get(trace_id)
+            created = pending is None
             if pending is None:
                 pending = self._traces[trace_id] = _Trace(self.rw.service)
                 dropped = self._traces.popitem(last=False) if len(self._traces) > self.max_traces else None
             else:
                 dropped = None
+        if created:  # a new run, as open_run would make: the scorer and mode watcher must be running
+            start_background(self.rw)
         if dropped is not None:
             self.rw.guard.failed("capture", message="span processor: too many open traces, dropped the oldest")
         return pending

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_MODELS",
     "METRIC_NAMES",
     "CaptureMetrics",
+    "FeedbackMetrics",
     "ModeMetrics",
     "ModelChildren",
     "ProducerMetrics",
@@ -52,6 +53,8 @@ RETRIEVED_CHUNKS = "ragwatch_retrieved_chunks"
 UNPRICED = "ragwatch_unpriced_calls"
 INTERNAL_ERRORS = "ragwatch_internal_errors"
 PROBE_HEADERS = "ragwatch_probe_headers"
+DASHBOARD_REQUESTS = "ragwatch_dashboard_requests"
+FEEDBACK = "ragwatch_feedback"
 BUILD_INFO = "ragwatch_build_info"
 SAMPLING_DECISIONS = "ragwatch_sampling_decisions"
 SAMPLES_SENT = "ragwatch_samples_sent"
@@ -73,6 +76,9 @@ SLA_THRESHOLD = "ragwatch_sla_threshold"
 DEGRADED_TRANSITIONS = "ragwatch_degraded_transitions"
 DEGRADED = "ragwatch_degraded"
 DEGRADED_OVERRIDE = "ragwatch_degraded_override"
+DEGRADED_READS = "ragwatch_degraded_state_reads"
+REDIS_HEADROOM = "ragwatch_redis_memory_headroom_ratio"
+REDIS_TRIMMED = "ragwatch_redis_trimmed"
 REPLAY_REQUESTS = "ragwatch_replay_requests"
 REPLAY_DURATION = "ragwatch_replay_duration_seconds"
 REPLAY_TTFT = "ragwatch_replay_ttft_seconds"
@@ -93,6 +99,8 @@ METRIC_NAMES: frozenset[str] = frozenset(
         RETRIEVED_CHUNKS,
         UNPRICED + "_total",
         PROBE_HEADERS + "_total",
+        DASHBOARD_REQUESTS + "_total",
+        FEEDBACK + "_total",
         INTERNAL_ERRORS + "_total",
         BUILD_INFO,
         SAMPLING_DECISIONS + "_total",
@@ -115,6 +123,9 @@ METRIC_NAMES: frozenset[str] = frozenset(
         DEGRADED_TRANSITIONS + "_total",
         DEGRADED,
         DEGRADED_OVERRIDE,
+        DEGRADED_READS + "_total",
+        REDIS_HEADROOM,
+        REDIS_TRIMMED + "_total",
         REPLAY_REQUESTS + "_total",
         REPLAY_DURATION,
         REPLAY_TTFT,
@@ -171,6 +182,8 @@ class CaptureMetrics:
     ) -> None:
         buckets = tuple(latency_buckets)
         self.latency_buckets = buckets
+        self.dashboard_requests = families(DashboardMetrics, registry).requests  # the service's own page
+        self.feedback = families(FeedbackMetrics, registry).feedback  # rw.feedback and the page's buttons
         # The request path's families: thread-sharded, a third of prometheus_client's cost (fastmetrics).
         self.stage_duration = histogram(
             STAGE_DURATION,
@@ -213,7 +226,8 @@ class CaptureMetrics:
         )
         self.probe_headers = counter(
             PROBE_HEADERS,
-            "Requests carrying the probe header; outcome accepted (signed or from probe_sources) or ignored.",
+            "Requests carrying the probe header; outcome accepted (signed or from probe_sources), ignored (no "
+            "valid signature over this request), or replayed (its nonce was seen before, or the nonce cache is full).",
             ["service", "outcome"],
             registry,
         )
@@ -311,7 +325,8 @@ class WorkerMetrics:
         self.entries = Counter(
             WORKER_ENTRIES,
             "Stream entries handled by workers, by outcome "
-            "(scored, duplicate, retry, dead_lettered, malformed, oversized, queue_full, trimmed).",
+            "(scored, duplicate, retry, dead_lettered, malformed, oversized, queue_full, trimmed, over_time_budget, "
+            "lost: in the stream unscored when Redis restarted empty, estimated by the worker that recreated it).",
             ["service", "outcome"],
             registry=registry,
         )
@@ -379,6 +394,50 @@ class WorkerMetrics:
             ["service", "to"],
             registry=registry,
         )
+        self.redis_headroom = Gauge(
+            REDIS_HEADROOM,
+            "Share of Redis maxmemory still free (1 - used_memory / maxmemory, from INFO memory), read by the "
+            "workers' maintenance pass; absent when Redis has no maxmemory.",
+            ["service"],
+            registry=registry,
+            multiprocess_mode="min",
+        )
+        self.redis_trimmed = Counter(
+            REDIS_TRIMMED,
+            "What workers trimmed to keep Redis within its byte budgets or under memory pressure, by kind "
+            "(scores: score records; markers: idempotency markers, i.e. applied sample ids).",
+            ["service", "kind"],
+            registry=registry,
+        )
+
+
+class DashboardMetrics:
+    """Requests for the live page (service or worker), by outcome: served, busy (too many concurrent store
+    reads: 503), or refused by the gate (forwarded, address, no_token, bad_token)."""
+
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        self.requests = Counter(
+            DASHBOARD_REQUESTS,
+            "Requests for /dashboard, .json and .jsonl by outcome (served, busy, forwarded, address, no_token, "
+            "bad_token).",
+            ["service", "outcome"],
+            registry=registry,
+        )
+
+
+class FeedbackMetrics:
+    """People's corrections of the judge (``rw.feedback``, the live page's operator buttons), by what they
+    say and what became of them."""
+
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        self.feedback = Counter(
+            FEEDBACK,
+            "Feedback on scored samples by kind (verdict_right, verdict_wrong, chunk_relevant, chunk_irrelevant, "
+            "golden, note; unread: refused before its body was read) and outcome (stored, dropped, refused: not "
+            "an operator, invalid).",
+            ["service", "kind", "outcome"],
+            registry=registry,
+        )
 
 
 class ModeMetrics:
@@ -398,6 +457,14 @@ class ModeMetrics:
             ["service", "mode"],
             registry=registry,
             multiprocess_mode="max",
+        )
+        self.reads = Counter(
+            DEGRADED_READS,
+            "Reads of the shared degraded-mode state by this process's background threads, by read (first: "
+            "the one a process starts with, off its start-up path; refresh: the later ones) and outcome "
+            "(ok, error).",
+            ["service", "read", "outcome"],
+            registry=registry,
         )
 
 

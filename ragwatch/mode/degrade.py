@@ -33,7 +33,6 @@ __all__ = [
     "Policy",
     "direction_of",
     "effective",
-    "override_lost",
     "step",
     "window_value",
 ]
@@ -147,12 +146,6 @@ class ModeState:
             )
         except (TypeError, ValueError):
             return cls()
-
-
-def override_lost(state: ModeState, last_override: str) -> bool:
-    """Whether the store forgot an operator's override: it reads as never written (version 0, as after a
-    Redis restart without persistence) while this process last saw ``on`` or ``off`` in force."""
-    return state.version == 0 and state.override == "auto" and last_override in ("on", "off")
 
 
 def effective(state: ModeState) -> bool:

@@ -2,7 +2,8 @@
 
 Any number of workers may run this; the mode is written with compare-and-set, so when two decide at once
 one wins and the other re-reads on its next tick. Because the window and the state live in the queue's
-store, a restarted worker continues where the last one left off.
+store, a restarted worker continues where the last one left off — and when the store itself restarts
+empty, the newest state seen is written back (:mod:`ragwatch.mode.restore`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Mapping
 
 from ragwatch.labels import safe_text
 from ragwatch.metrics.catalog import WorkerMetrics
-from ragwatch.mode.degrade import ModeState, Policy, override_lost, step, window_value
+from ragwatch.mode.degrade import ModeState, Policy, step, window_value
+from ragwatch.mode.restore import read_restoring
 from ragwatch.queue.contract import Queue
 
 __all__ = ["SLAEvaluator"]
@@ -33,7 +35,7 @@ class SLAEvaluator:
         self.policy = policy
         self.health = dict(health or {})
         self.metrics = metrics
-        self._last_override = "auto"  # as last read; re-asserted when the store comes back empty
+        self._last: ModeState | None = None  # the newest state seen, written back if the store forgets it
         # With a per-client cap, read past the window's size: capped points leave room for older ones.
         share = policy.max_client_share
         self._depth = policy.window_samples if share >= 1 else min(5 * policy.window_samples, 1000)
@@ -48,26 +50,23 @@ class SLAEvaluator:
             if metric != policy.metric:
                 v, n = window_value(self.queue.window_clients(metric, self._depth), policy, now)
                 self._export(metric, v, n, threshold)
-        state = self.queue.read_mode()
-        if override_lost(state, self._last_override):
-            state = self.queue.set_override(self._last_override)
-            log.warning(
-                "ragwatch: degraded-mode state of %s was missing from the queue store (restarted empty?); "
-                "re-asserted the operator override %r",
-                self.queue.service,
-                self._last_override,
-            )
-        if state.version:
-            self._last_override = state.override
+        # an empty restart must not reset the state: restored whole, its hold and dwell still apply
+        state = read_restoring(self.queue, self._last)
+        self._seen(state)
         new = step(policy, state, value, samples, now)
         if new is state or not self.queue.write_mode(new, state.version):
             return state
+        self._seen(new)
         if new.degraded != state.degraded:
             to = "degraded" if new.degraded else "normal"
             if self.metrics is not None:
                 self.metrics.transitions.labels(self.queue.service, to).inc()
             log.warning("ragwatch: service %s enters %s mode: %s", self.queue.service, to, safe_text(new.reason))
         return new
+
+    def _seen(self, state: ModeState) -> None:
+        if state.version and (self._last is None or state.version >= self._last.version):
+            self._last = state
 
     def _export(self, metric: str, value: float | None, samples: int, threshold: float) -> None:
         m = self.metrics

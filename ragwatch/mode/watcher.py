@@ -4,19 +4,24 @@ The request path reads :attr:`ModeWatcher.state` — a plain attribute, no I/O, 
 the queue's change notification (Redis pub/sub) with a timeout and re-reads the state after each wake-up
 or timeout, so a lost notification costs at most ``refresh_seconds``. Callbacks run on this thread, one
 transition at a time, and their errors are contained.
+
+The first read happens off the start-up path (:meth:`ModeWatcher.initial_read`); a store that forgot the
+state (an empty restart) gets back the newest one this process saw (:mod:`ragwatch.mode.restore`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from ragwatch.forks import call_in_child
 from ragwatch.guard import Guard
 from ragwatch.metrics.catalog import ModeMetrics
-from ragwatch.mode.degrade import ModeState, effective, override_lost
+from ragwatch.mode.degrade import ModeState, effective
+from ragwatch.mode.restore import read_restoring
 from ragwatch.queue.contract import Queue
 
 __all__ = ["ModeWatcher"]
@@ -40,19 +45,31 @@ class ModeWatcher:
         self.refresh_seconds = refresh_seconds
         self.state = ModeState()
         self.degraded = False
-        self._last_override = "auto"  # the operator's override as last read, re-asserted if the store forgets
+        self._last: ModeState | None = None  # the newest state read, written back if the store forgets it
+        self._read_lock = threading.Lock()  # background threads only: the first read and the loop's
         self.callbacks: list[Callback] = list(callbacks or [])
         self._guard = guard
         service = queue.service
         self._m_degraded = metrics.degraded.labels(service) if metrics else None
         self._m_override = {m: metrics.override.labels(service, m) for m in ("auto", "on", "off")} if metrics else {}
+        self._m_reads = (
+            {(r, o): metrics.reads.labels(service, r, o) for r in ("first", "refresh") for o in ("ok", "error")}
+            if metrics
+            else {}
+        )
         self._publish(self.state)
         call_in_child(self._after_fork)
         self._stop = threading.Event()
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
+    @property
+    def running(self) -> bool:
+        """Whether this process's background thread was started (and not stopped, nor lost to a fork)."""
+        return self._thread is not None
+
     def start(self) -> None:
+        """Start the background thread; idempotent (capture starts it with a process's first request)."""
         with self._start_lock:
             if self._thread is None:
                 self._stop.clear()
@@ -68,6 +85,7 @@ class ModeWatcher:
     def _after_fork(self) -> None:
         self._thread = None  # threads do not survive fork: the child's first request starts its own
         self._start_lock = threading.Lock()
+        self._read_lock = threading.Lock()  # a first read in flight at the fork holds the parent's
 
     def _loop(self) -> None:
         listener = None
@@ -90,26 +108,55 @@ class ModeWatcher:
         return replace(state, degraded=effective(state))
 
     def initial_read(self) -> None:
-        """Read the state once, now, so the service starts in the right mode (before any request or thread);
-        an unreachable store keeps the default (normal) state and the thread tries again."""
+        """Read the state once, on a short-lived thread of its own, and return at once: a service's import or
+        start-up never waits on the queue (a Redis that accepts connections and never answers would hold it
+        for the socket timeout). Until that read lands the process runs in the default state (normal, no
+        override); its outcome is logged and counted (``ragwatch_degraded_state_reads_total{read="first"}``),
+        and on failure the watching thread tries again."""
+        thread = threading.Thread(target=self._first_read, name="ragwatch-mode-first-read", daemon=True)
+        thread.start()
+
+    def _first_read(self) -> None:
+        started = time.monotonic()
         try:
-            self.refresh()
+            state = self._refresh("first")
         except Exception as exc:
-            self._guard.note("export", exc, f"could not read degraded-mode state at start-up: {exc}")
+            message = (
+                f"could not read degraded-mode state at start-up ({time.monotonic() - started:.1f} s), running in "
+                f"the default (normal) mode until a read succeeds: {exc}"
+            )
+            self._guard.note("export", exc, message)
+            return
+        log.info(
+            "ragwatch: degraded-mode state of %s read at start-up in %.2f s: %s, override %s",
+            self.queue.service,
+            time.monotonic() - started,
+            "degraded" if effective(state) else "normal",
+            state.override,
+        )
 
     def refresh(self) -> ModeState:
         """Re-read the shared state now (the thread does this by itself)."""
-        new = self.queue.read_mode()
-        if override_lost(new, self._last_override):
-            new = self.queue.set_override(self._last_override)
-            log.warning(
-                "ragwatch: degraded-mode state of %s was missing from the queue store (restarted empty?); "
-                "re-asserted the operator override %r",
-                self.queue.service,
-                self._last_override,
-            )
-        if new.version:
-            self._last_override = new.override
+        return self._refresh("refresh")
+
+    def _refresh(self, read: str) -> ModeState:
+        with self._read_lock:
+            try:
+                new = read_restoring(self.queue, self._last)
+            except Exception:
+                self._count(read, "error")
+                raise
+            self._count(read, "ok")
+            if new.version and (self._last is None or new.version >= self._last.version):
+                self._last = new
+            return self._adopt(new)
+
+    def _count(self, read: str, outcome: str) -> None:
+        child = self._m_reads.get((read, outcome))
+        if child is not None:
+            child.inc()
+
+    def _adopt(self, new: ModeState) -> ModeState:
         old = self.state
         if new.version != old.version or new != old:
             self.state = new

@@ -24,7 +24,15 @@ from typing import Any
 from ragwatch.errors import QueueFullError
 from ragwatch.mode.degrade import ModeState
 
-__all__ = ["DEFAULT_QUEUE_URL", "Applied", "Entry", "ModeListener", "Queue", "QueueStats"]
+__all__ = [
+    "DEFAULT_QUEUE_URL",
+    "Applied",
+    "Entry",
+    "ModeListener",
+    "Queue",
+    "QueueStats",
+    "Retention",
+]
 
 DEFAULT_QUEUE_URL = "memory://"
 
@@ -44,6 +52,16 @@ class QueueStats:
     pending: int  # delivered to a worker, not yet acknowledged
     lag: int  # entries not yet delivered to any worker of the group
     dead: int  # entries in the dead-letter stream
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What one :meth:`Queue.trim_retention` pass saw and did."""
+
+    headroom: float | None  # share of Redis ``maxmemory`` still free; None without a limit (or in process)
+    scores: int = 0  # score records trimmed from the scores stream
+    markers: int = 0  # idempotency markers (applied sample ids) dropped with their hour sets
+    pressure: bool = False  # trimmed under memory pressure (headroom under the floor, or a refused write)
 
 
 #: One score to apply: (sample id, record, values, time), optionally followed by the sample's client id.
@@ -66,8 +84,9 @@ class Queue(ABC):
 
     # -- worker side ------------------------------------------------------------------------------------
     @abstractmethod
-    def ensure_group(self) -> None:
-        """Create the consumer group (and the stream) if missing, starting from the oldest entry."""
+    def ensure_group(self) -> bool:
+        """Create the consumer group (and the stream) if missing, starting from the oldest entry; True when
+        this call created it (exactly one of several workers racing after a wipe)."""
 
     @abstractmethod
     def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
@@ -95,6 +114,15 @@ class Queue(ABC):
     def full_reason(self) -> str | None:
         """Why the queue refuses writes and what to do about it; None while it accepts them."""
         return None
+
+    def trim_retention(self, pressure: bool = False) -> Retention:
+        """Keep what workers store (score records, idempotency markers) within its byte budgets, and shrink
+        it further under memory pressure — ``pressure`` forces that (a write was just refused).
+
+        Why: ``trim_scored`` frees only the sample stream; at ``maxmemory`` with ``noeviction`` the scores
+        and markers would otherwise hold the memory until every write is refused. The in-process backend
+        is bounded by counts and reports no headroom."""
+        return Retention(None)
 
     @abstractmethod
     def dead_letter(self, entry: Entry, error: str) -> None:
@@ -144,6 +172,14 @@ class Queue(ABC):
         every listener. False when another writer won the race (re-read and decide again)."""
 
     @abstractmethod
+    def restore_mode(self, state: ModeState) -> bool:
+        """Write ``state`` back whole unless the store holds a version at least as new; True when written.
+
+        For a store that lost the state (an empty restart): every process that saw a newer version than the
+        store now holds writes what it saw, and the newest wins — a replica that missed the last change can
+        never bring back an older state for good."""
+
+    @abstractmethod
     def set_override(self, override: str) -> ModeState:
         """Force degraded mode ``on`` or ``off``, or give control back to the window (``auto``)."""
 
@@ -161,6 +197,17 @@ class Queue(ABC):
     @abstractmethod
     def recent_scores(self, count: int) -> list[bytes]:
         """The newest ``count`` score records, newest first."""
+
+    # -- feedback (a person's corrections of the judge) -------------------------------------------------
+    @abstractmethod
+    def add_feedback(self, sample_id: str, record: bytes) -> None:
+        """Store one encoded feedback record (:mod:`ragwatch.sampling.feedback`) about ``sample_id`` beside the
+        scores; the store keeps the newest ``feedback_maxlen`` records, so it stays bounded in count and, each
+        record's texts being capped, in bytes. Raises :class:`QueueError` when the write fails."""
+
+    @abstractmethod
+    def feedback(self, count: int) -> list[tuple[str, bytes]]:
+        """The newest ``count`` feedback records as (sample id, record), newest first."""
 
     @abstractmethod
     def dead_letters(self, count: int) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ class Keys:
         "applied_hour_prefix",
         "applied_prefix",
         "dead",
+        "feedback",
         "mode",
         "mode_channel",
         "samples",
@@ -35,6 +36,7 @@ class Keys:
         self.samples = f"{base}:samples"  # stream: sampled requests waiting to be scored
         self.dead = f"{base}:dead"  # stream: entries that failed too often, with the error
         self.scores = f"{base}:scores"  # stream: score records, trimmed to the retention bound
+        self.feedback = f"{base}:feedback"  # stream: people's corrections of the judge, capped (feedback_maxlen)
         self.totals = f"{base}:totals"  # hash: count and sum per metric, for exactly-once aggregates
         self.applied_prefix = f"{base}:applied:"  # + sample id: the marker of ragwatch <= 0.x, still honoured
         self.applied_hour_prefix = f"{base}:applied-by-hour:"  # + unix hour: set of sample ids applied then

@@ -43,6 +43,8 @@ class MemoryQueue(Queue):
     MAX_DEAD = 100
     #: Sample ids remembered for exactly-once apply: far more than entries can be pending or redelivered.
     MAX_APPLIED = 20_000
+    #: Feedback records kept at most (people's corrections: a few hundred bytes each).
+    MAX_FEEDBACK = 1_000
 
     _named: ClassVar[dict[tuple[str, str], MemoryQueue]] = {}
     _named_lock: ClassVar[threading.Lock] = threading.Lock()
@@ -56,6 +58,7 @@ class MemoryQueue(Queue):
         dead_maxlen: int = 10_000,
         window_cap: int = 1000,
         applied_ttl_seconds: int = 7 * 24 * 3600,
+        feedback_maxlen: int = 10_000,
         url: str = "memory://",
         **_: Any,
     ) -> None:
@@ -64,6 +67,7 @@ class MemoryQueue(Queue):
         self._maxlen = min(maxlen, self.MAX_ENTRIES)
         self._dead: deque[dict[str, Any]] = deque(maxlen=min(dead_maxlen, self.MAX_DEAD))
         self._scores: deque[bytes] = deque(maxlen=min(scores_maxlen, self.MAX_SCORES))
+        self._feedback: deque[tuple[str, bytes]] = deque(maxlen=min(feedback_maxlen, self.MAX_FEEDBACK))
         self._applied: dict[int, tuple[set[str], float]] = {}  # unix hour -> (ids applied, expires at)
         self._applied_ttl = applied_ttl_seconds
         self._applied_order: deque[tuple[int, str]] = deque()  # (hour, id), oldest first: the count cap
@@ -138,9 +142,10 @@ class MemoryQueue(Queue):
         return entry_id
 
     # -- worker ---------------------------------------------------------------------------------------
-    def ensure_group(self) -> None:
+    def ensure_group(self) -> bool:
         with self._cond:
-            self._group = True
+            created, self._group = not self._group, True
+            return created
 
     def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
         deadline = time.monotonic() + block_ms / 1000
@@ -265,6 +270,14 @@ class MemoryQueue(Queue):
             self._mode_changed.notify_all()
             return True
 
+    def restore_mode(self, state: ModeState) -> bool:
+        with self._mode_changed:
+            if self._mode.version >= state.version:
+                return False
+            self._mode = state
+            self._mode_changed.notify_all()
+            return True
+
     def set_override(self, override: str) -> ModeState:
         with self._mode_changed:
             self._mode = replace(self._mode, override=override, version=self._mode.version + 1)
@@ -290,6 +303,14 @@ class MemoryQueue(Queue):
     def dead_letters(self, count: int) -> list[dict[str, Any]]:
         with self._cond:
             return list(reversed(self._dead))[:count]
+
+    def add_feedback(self, sample_id: str, record: bytes) -> None:
+        with self._cond:
+            self._feedback.append((sample_id, bytes(record)))
+
+    def feedback(self, count: int) -> list[tuple[str, bytes]]:
+        with self._cond:
+            return list(reversed(self._feedback))[:count]
 
     def heartbeat(self, worker: str) -> None:
         with self._cond:

@@ -157,6 +157,7 @@ class Producer:
                 try:
                     self.queue.add(self._retry)
                 except Exception as exc:
+                    self._keep_unsent(exc)
                     self.failures += 1
                     self._m_full = self._m_queue_full if isinstance(exc, QueueFullError) else self._m_buffer_full
                     if self._m_errors is not None:
@@ -172,6 +173,18 @@ class Producer:
         finally:
             if not self._buffer and not self._retry:
                 self._idle.set()
+
+    def _keep_unsent(self, exc: Exception) -> None:
+        """After a batch was refused part-way (Redis reached ``maxmemory`` mid-batch), count what went in as
+        sent and keep only the rest for the retry: re-sending the whole batch would duplicate the samples
+        Redis had already taken. Any other failure keeps the whole batch (at least once)."""
+        results = exc.results if isinstance(exc, QueueFullError) else None
+        if results is None or len(results) != len(self._retry):
+            return
+        unsent = [payload for payload, went_in in zip(self._retry, results, strict=True) if not went_in]
+        if self._m_sent is not None and len(unsent) < len(self._retry):
+            self._m_sent.inc(len(self._retry) - len(unsent))
+        self._retry = unsent
 
     def _next_batch(self) -> list[bytes]:
         payloads: list[bytes] = []

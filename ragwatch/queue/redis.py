@@ -25,7 +25,7 @@ from redis.exceptions import AuthenticationError, OutOfMemoryError, ResponseErro
 from ragwatch.errors import QueueError, QueueFullError
 from ragwatch.forks import call_in_child
 from ragwatch.mode.degrade import ModeState
-from ragwatch.queue.contract import Applied, Entry, ModeListener, Queue, QueueStats
+from ragwatch.queue.contract import Applied, Entry, ModeListener, Queue, QueueStats, Retention
 from ragwatch.queue.keys import GROUP, Keys
 from ragwatch.queue.redis_connect import _ERRORS, _cluster_url, _safe, _scheme, connect
 
@@ -67,6 +67,58 @@ redis.call('PUBLISH', ARGV[1], 'changed')
 return 1
 """
 
+# KEYS: mode hash. ARGV: channel, version of the state, then its field, value pairs. Written whole, only over
+# an older version (or none): after an empty restart the newest state any process saw wins.
+_RESTORE_MODE = """
+local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if current >= tonumber(ARGV[2]) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('PUBLISH', ARGV[1], 'changed')
+return 1
+"""
+
+# KEYS: scores stream, then the hour sets of idempotency markers, oldest first.
+# ARGV: scores byte budget (0: none), markers byte budget (0: none), pressure ("1": halve both), how many of
+# the newest hour sets are never dropped, fewest score records kept.
+# Only XLEN, MEMORY USAGE, XTRIM, SCARD and UNLINK: none is refused at maxmemory, so this runs when it matters.
+_TRIM_RETENTION = """
+local pressure = ARGV[3] == '1'
+local floor = tonumber(ARGV[5])
+local scores = 0
+local length = redis.call('XLEN', KEYS[1])
+if length > floor then
+  local keep = length
+  local budget = tonumber(ARGV[1])
+  if budget > 0 then
+    local size = redis.call('MEMORY', 'USAGE', KEYS[1]) or 0
+    if size > budget then keep = math.floor(length * budget / size) end
+  end
+  if pressure then keep = math.min(keep, math.floor(length / 2)) end
+  keep = math.max(keep, floor)
+  if keep < length then scores = redis.call('XTRIM', KEYS[1], 'MAXLEN', keep) end
+end
+local sizes, total = {}, 0
+for i = 2, #KEYS do
+  sizes[i] = redis.call('MEMORY', 'USAGE', KEYS[i]) or 0
+  total = total + sizes[i]
+end
+local goal = total
+local budget = tonumber(ARGV[2])
+if budget > 0 and total > budget then goal = budget end
+if pressure then goal = math.min(goal, total / 2) end
+local markers = 0
+for i = 2, #KEYS - tonumber(ARGV[4]) do
+  if total <= goal then break end
+  if sizes[i] > 0 then
+    markers = markers + redis.call('SCARD', KEYS[i])
+    redis.call('UNLINK', KEYS[i])
+    total = total - sizes[i]
+  end
+end
+return {scores, markers}
+"""
+
 # KEYS: mode hash. ARGV: channel, override.
 _OVERRIDE = """
 redis.call('HINCRBY', KEYS[1], 'version', 1)
@@ -92,27 +144,53 @@ def _xadd_head(stream: str, maxlen: int) -> bytes:
     return b"*8\r\n" + b"".join(_bulk(a) for a in args)
 
 
-def _send_xadds(pool: Any, head: bytes, payloads: Sequence[bytes]) -> None:
-    """Pipeline one ``XADD`` per payload on one connection, packed here rather than by redis-py.
+def _send_xadds(pool: Any, head: bytes, payloads: Sequence[bytes]) -> list[Exception | None]:
+    """Pipeline one ``XADD`` per payload on one connection, packed here rather than by redis-py; returns,
+    per payload, None when Redis added it, else the error it replied with.
 
     Why by hand: redis-py builds, encodes and parses every pipelined command in Python, which costs more
     per sample than building the sample itself (benchmarks/sampling_queue.py), and a Lua loop instead
     costs Redis four times the CPU of plain XADDs. The packing is one bytes join; the replies (stream ids)
-    are read and discarded. Any error leaves the connection disconnected, so no half-read reply survives.
+    are read and discarded. A refused command (``OOM`` as Redis reaches ``maxmemory``) leaves the connection
+    in step, so every reply is read and the caller learns which samples went in; any other error leaves
+    the connection disconnected, so no half-read reply survives.
     """
     parts: list[bytes] = []
     for payload in payloads:
         parts += (head, b"$%d\r\n" % len(payload), payload, b"\r\n")
+    replies: list[Exception | None] = []
     connection = pool.get_connection()
     try:
         connection.send_packed_command([b"".join(parts)])
         for _ in payloads:
-            connection.read_response()
+            try:
+                connection.read_response()
+            except ResponseError as exc:  # an error reply, read whole: the next reply follows
+                replies.append(exc)
+            else:
+                replies.append(None)
     except BaseException:
         connection.disconnect()
         raise
     finally:
         pool.release(connection)
+    return replies
+
+
+def _refused(replies: Sequence[Any]) -> None:
+    """Raise for the refused commands of a batch of ``XADD``s. Refused for memory alone, the error carries
+    which went in (``results``: True, else None), so the producer re-sends only the rest."""
+    errors = [r for r in replies if isinstance(r, Exception)]
+    if not errors:
+        return
+    if all(isinstance(e, OutOfMemoryError) for e in errors):
+        results: list[bool | None] = [None if isinstance(r, Exception) else True for r in replies]
+        raise QueueFullError(
+            f"redis XADD refused {len(errors)} of {len(replies)} samples: queue full (Redis maxmemory, "
+            f"noeviction): {errors[0]}",
+            results,
+        )
+    raise errors[0]
 
 
 #: What a log line says when Redis refuses our credentials (the exception text alone reads like a bug).
@@ -153,7 +231,14 @@ class RedisQueue(Queue):
         window_cap: int = 1000,
         socket_timeout: float = 5.0,
         client: Any = None,
+        scores_max_bytes: int = 0,
+        idempotency_max_bytes: int = 0,
+        min_headroom_ratio: float = 0.0,
+        feedback_maxlen: int = 10_000,
     ) -> None:
+        """``scores_max_bytes`` and ``idempotency_max_bytes`` are the byte budgets of score records and
+        idempotency markers, ``min_headroom_ratio`` the share of ``maxmemory`` under which workers trim
+        both under pressure (:meth:`trim_retention`); 0 turns each off."""
         self.url = _safe(url)
         self.service = service
         self.keys = Keys(service)
@@ -161,8 +246,12 @@ class RedisQueue(Queue):
         self._xadd_head = _xadd_head(self.keys.samples, maxlen)
         self._scores_maxlen = scores_maxlen
         self._dead_maxlen = dead_maxlen
+        self._feedback_maxlen = feedback_maxlen
         self._applied_ttl = applied_ttl_seconds
         self._window_cap = window_cap
+        self._scores_max_bytes = scores_max_bytes
+        self._markers_max_bytes = idempotency_max_bytes
+        self._min_headroom = min_headroom_ratio
         self._url = url
         self._socket_timeout = socket_timeout
         self._lock = threading.Lock()
@@ -191,6 +280,8 @@ class RedisQueue(Queue):
                 ("write_mode", _WRITE_MODE),
                 ("override", _OVERRIDE),
                 ("dead_letter", _DEAD_LETTER),
+                ("restore_mode", _RESTORE_MODE),
+                ("trim_retention", _TRIM_RETENTION),
             )
         }
         self._client = client
@@ -221,23 +312,25 @@ class RedisQueue(Queue):
                 pipe = client.pipeline(transaction=False)
                 for payload in payloads:
                     pipe.xadd(self.keys.samples, {FIELD: payload}, maxlen=self._maxlen, approximate=True)
-                pipe.execute()
+                _refused(pipe.execute(raise_on_error=False))
                 return
-            _send_xadds(pool, self._xadd_head, payloads)
+            _refused(_send_xadds(pool, self._xadd_head, payloads))
 
-    def ensure_group(self) -> None:
+    def ensure_group(self) -> bool:
         try:
             self.client.xgroup_create(self.keys.samples, GROUP, id="0", mkstream=True)
         except OutOfMemoryError as exc:  # refused even when the group exists: a full Redis needs us most
             with contextlib.suppress(*_ERRORS):
                 if any(_text(g.get("name")) == GROUP for g in self.client.xinfo_groups(self.keys.samples)):
-                    return
+                    return False
             raise QueueFullError(f"redis XGROUP CREATE refused: queue full (Redis maxmemory): {exc}") from exc
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise QueueError(f"redis XGROUP CREATE failed: {exc}") from exc
+            return False
         except _ERRORS as exc:
             raise QueueError(f"redis XGROUP CREATE failed: {exc}") from exc
+        return True
 
     def read(self, consumer: str, count: int, block_ms: int) -> list[Entry]:
         with _translated("XREADGROUP"):
@@ -309,6 +402,32 @@ class RedisQueue(Queue):
         if limit and info.get("maxmemory_policy") == "noeviction" and int(info.get("used_memory", 0)) >= limit:
             return FULL_ACTION
         return None
+
+    def headroom(self) -> float | None:
+        """The share of ``maxmemory`` still free (from INFO memory, clipped to 0..1); None without a limit.
+
+        In Redis Cluster this is the node the client asks first, not necessarily the one holding the
+        service's slot."""
+        with _translated("INFO memory"):
+            info = self.client.info("memory")
+        limit = int(info.get("maxmemory") or 0)
+        if not limit:
+            return None
+        return min(1.0, max(0.0, 1.0 - int(info.get("used_memory", 0)) / limit))
+
+    def trim_retention(self, pressure: bool = False) -> Retention:
+        headroom = self.headroom()
+        pressure = pressure or (headroom is not None and headroom < self._min_headroom)
+        if not (pressure or self._scores_max_bytes or self._markers_max_bytes):
+            return Retention(headroom)
+        hour = int(time.time() // 3600)
+        hours = -(-self._applied_ttl // 3600) + 1  # a marker set lives up to ttl after its hour ends
+        keys = [self.keys.scores] + [self.keys.applied_hour(h) for h in range(hour - hours, hour + 2)]
+        # never dropped: the sets of the next, this and the previous hour, which the apply script checks
+        args = [self._scores_max_bytes, self._markers_max_bytes, int(pressure), 3, min(100, self._scores_maxlen)]
+        with _translated("trim retention"):
+            scores, markers = self._run("trim_retention", keys, args)
+        return Retention(headroom, int(scores), int(markers), pressure)
 
     def dead_letter(self, entry: Entry, error: str) -> None:
         args: list[Any] = [self._dead_maxlen, GROUP, entry.id]
@@ -401,6 +520,13 @@ class RedisQueue(Queue):
         with _translated("write mode"):
             return bool(self._run("write_mode", [self.keys.mode], args))
 
+    def restore_mode(self, state: ModeState) -> bool:
+        args: list[Any] = [self.keys.mode_channel, state.version]
+        for field, value in state.to_fields().items():
+            args += [field, value]
+        with _translated("restore mode"):
+            return bool(self._run("restore_mode", [self.keys.mode], args))
+
     def set_override(self, override: str) -> ModeState:
         with _translated("override"):
             flat = self._run("override", [self.keys.mode], [self.keys.mode_channel, override])
@@ -453,6 +579,17 @@ class RedisQueue(Queue):
             }
             for _id, f in items
         ]
+
+    def add_feedback(self, sample_id: str, record: bytes) -> None:
+        with _translated("XADD feedback"):
+            self.client.xadd(
+                self.keys.feedback, {"id": sample_id, "f": record}, maxlen=self._feedback_maxlen, approximate=True
+            )
+
+    def feedback(self, count: int) -> list[tuple[str, bytes]]:
+        with _translated("XREVRANGE feedback"):
+            items = self.client.xrevrange(self.keys.feedback, count=count)
+        return [(_text(f.get(b"id", b"")), f.get(b"f", b"")) for _id, f in items]
 
     def heartbeat(self, worker: str) -> None:
         with _translated("heartbeat"):

@@ -150,13 +150,20 @@ async def _read_stream(
     return answer, ids or [], texts, ttft
 
 
+def _mark(secret: str | None, request: httpx.Request) -> str:
+    """The probe header of this exact request: signed over its method, path, query and body, with a fresh
+    nonce (so each attempt, retries included, carries its own); "1" without a secret (the service counts it
+    as real traffic unless the prober's address is in its probe_sources)."""
+    if not secret:
+        return "1"
+    return sign_probe(secret, request.method, request.url.path, request.url.query, request.content)
+
+
 async def _attempt(client: httpx.AsyncClient, options: ReplayOptions, question: Question) -> ProbeResult:
-    secret = options.probe_secret
-    mark = sign_probe(secret, options.method, httpx.URL(options.url).path) if secret else "1"
-    headers = {**options.headers, PROBE_HEADER: mark}
     body = build_body(options, question.text)
     started = time.perf_counter()
-    request = client.build_request(options.method, options.url, headers=headers, json=body)
+    request = client.build_request(options.method, options.url, headers=options.headers, json=body)
+    request.headers[PROBE_HEADER] = _mark(options.probe_secret, request)
     try:
         response = await client.send(request, stream=True)
     except httpx.ConnectTimeout as exc:

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragwatch.mode.degrade import direction_of
+from ragwatch.report.now import breaker_words, format_time, now_panel
+from ragwatch.report.select import TimeRange, diagnoses_of, record_time, select, time_range
 from ragwatch.scoring.diagnosis import ADVICE, DIAGNOSES
 
 __all__ = [
@@ -84,8 +86,10 @@ class WorstSample:
     score: float
     question: str | None
     answer: str | None
-    diagnosis: str | None
+    diagnosis: str | None  # the first label, for readers of the single-label form
     unsupported: list[dict[str, Any]] = field(default_factory=list)  # {"text", "chunk_id", "evidence", "rule"?}
+    diagnoses: list[str] = field(default_factory=list)  # every label (a sample can carry several)
+    trace_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -99,6 +103,13 @@ class Report:
     previous_at: float | None = None
     #: who scored the window: one entry per judge name and version, with its number of records
     judges: list[dict[str, Any]] = field(default_factory=list)
+    #: the range the table, worst samples and diagnoses cover (start/end None: open on that side)
+    span: TimeRange = field(default_factory=TimeRange)
+    #: first and last record time inside the range
+    first_at: float | None = None
+    last_at: float | None = None
+    #: the live windows and the breaker (:func:`ragwatch.report.now.now_panel`), when known
+    now: dict[str, Any] | None = None
 
     # -- machine form --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -106,6 +117,8 @@ class Report:
         return {
             "generated_at": self.generated_at,
             "previous_at": self.previous_at,
+            "range": self.span.to_dict() | {"first_at": self.first_at, "last_at": self.last_at},
+            "now": self.now,
             "samples": self.samples,
             "services": self.services,
             "metrics": [
@@ -129,6 +142,8 @@ class Report:
                         "question": w.question,
                         "answer": w.answer,
                         "diagnosis": w.diagnosis,
+                        "diagnoses": w.diagnoses,
+                        "trace_id": w.trace_id,
                         "unsupported": w.unsupported,
                     }
                     for w in ws
@@ -179,18 +194,47 @@ class Report:
         order = {d: i for i, d in enumerate(DIAGNOSES)}
         return sorted(self.diagnoses.items(), key=lambda kv: (-kv[1], order.get(kv[0], len(order))))
 
+    def range_words(self) -> str:
+        """Which stretch of time the figures cover, in words."""
+        start = self.span.start if self.span.start is not None else self.first_at
+        end = self.span.end if self.span.end is not None else self.last_at
+        name = {"all": "every record read", "custom": "chosen range"}.get(self.span.name, f"last {self.span.name}")
+        return f"{format_time(start)} → {format_time(end)} ({name})"
+
+    def _now_lines(self) -> list[str]:
+        now = self.now
+        if not now:
+            return []
+        lines = [
+            "## Now",
+            "",
+            f"Mode: {_md(breaker_words(now.get('breaker')))}",
+            "",
+            f"Live windows as of {format_time(now.get('as_of'))} (from the {_md(now.get('from'))}):",
+            "",
+            "| metric | window | threshold | margin | samples |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for w in now.get("windows", []):
+            line = w.get("threshold")
+            lines.append(
+                f"| {w['metric']}{' (SLA)' if w.get('sla') else ''} | {_num(w.get('value'))} | "
+                f"{_bound(w['direction']) + _num(line) if line is not None else '–'} | "
+                f"{_delta(w.get('margin'))} | {w.get('samples', 0)} |"
+            )
+        return [*lines, ""]
+
     # -- human form ----------------------------------------------------------------------------------
     def markdown(self) -> str:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.generated_at))
+        when = format_time(self.generated_at)
         lines = [
             "# ragwatch health report",
             "",
             f"{self.samples} scored samples from {_md(', '.join(self.services)) or 'no service'} · generated {when}"
-            + (
-                f" · Δ against the report of {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.previous_at))}"
-                if self.previous_at
-                else ""
-            ),
+            + (f" · Δ against the report of {format_time(self.previous_at)}" if self.previous_at else ""),
+            "",
+            *self._now_lines(),
+            f"Range: {self.range_words()}",
             "",
             *self._judge_lines(),
             "## Scores",
@@ -218,9 +262,10 @@ class Report:
             any_worst = True
             lines += [f"### {metric}", ""]
             for w in samples:
-                diagnosis = _md(w.diagnosis) if w.diagnosis else "no diagnosis"
+                diagnosis = _md(", ".join(w.diagnoses)) if w.diagnoses else "no diagnosis"
+                trace = f" trace {_code(w.trace_id)}" if w.trace_id else ""
                 lines.append(
-                    f"- **{w.score:.2f}** {_code(w.sample_id)} ({diagnosis}) — Q: {_md(_one_line(w.question))}"
+                    f"- **{w.score:.2f}** {_code(w.sample_id)}{trace} ({diagnosis}) — Q: {_md(_one_line(w.question))}"
                 )
                 lines.append(f"  - A: {_md(_one_line(w.answer))}")
                 for claim in w.unsupported:
@@ -234,7 +279,7 @@ class Report:
         if not any_worst:
             lines += ["No sample is past a threshold.", ""]
         lines += ["## Diagnoses", "", "| diagnosis | samples | share |", "|---|---:|---:|"]
-        total = sum(self.diagnoses.values()) or 1
+        total = self.samples or 1  # a share of samples: with several labels a sample counts under each
         for d, n in self._diagnoses_sorted():
             lines.append(f"| {_md(d)} | {n} | {100 * n / total:.0f}% |")
         lines.append("")
@@ -344,14 +389,18 @@ def build_report(
     worst: int = 5,
     metrics: Sequence[str] = METRICS,
     now: float | None = None,
+    span: TimeRange | None = None,
+    live: Mapping[str, Any] | None = None,
 ) -> Report:
     """A report over score records (dicts shaped like :class:`~ragwatch.scoring.worker.ScoreRecord`).
 
     ``previous`` is a former report's :meth:`Report.state` (Δ column). Worst samples are, per metric, the
     ``worst`` scores *past* the threshold — under a floor, lowest first; over a ceiling (``hallucination_rate``),
-    highest first; ties by sample id — so a healthy metric lists none.
+    highest first; ties by sample id — so a healthy metric lists none. ``span`` keeps the records inside a
+    time range (default: all); ``live`` is the now-panel (:func:`ragwatch.report.now.now_panel`) shown first.
     """
-    records = [r for r in records if isinstance(r, Mapping)]
+    span = span or TimeRange()
+    records = select(records, span)
     prev_means = (previous or {}).get("means") or {}
     rows: list[MetricRow] = []
     worst_by: dict[str, list[WorstSample]] = {}
@@ -375,19 +424,20 @@ def build_report(
                 score=v,
                 question=r.get("question"),
                 answer=r.get("answer"),
-                diagnosis=r.get("diagnosis"),
+                diagnosis=next(iter(diagnoses_of(r)), None),
                 unsupported=_unsupported(r) if metric in _CLAIM_METRICS else [],
+                diagnoses=diagnoses_of(r),
+                trace_id=r["trace_id"] if isinstance(r.get("trace_id"), str) else None,
             )
             for v, r in under[:worst]
         ]
     counts = {d: 0 for d in DIAGNOSES if d != "unknown"}
     for r in records:
-        d = r.get("diagnosis")
-        if isinstance(d, str):
-            d = d if d in ADVICE else "unknown"  # a diagnosis this version does not know has no advice to give
-            counts[d] = counts.get(d, 0) + 1
+        for d in dict.fromkeys(d if d in ADVICE else "unknown" for d in diagnoses_of(r)):
+            counts[d] = counts.get(d, 0) + 1  # a label this version does not know has no advice: unknown
     services = sorted({str(r["service"]) for r in records if r.get("service")})
     prev_at = (previous or {}).get("generated_at")
+    times = [t for r in records if (t := record_time(r)) is not None]
     versions: dict[tuple[str, str], int] = {}
     for r in records:
         judges = r.get("judges")
@@ -407,6 +457,10 @@ def build_report(
             {"name": n, "version": v, "samples": c}
             for (n, v), c in sorted(versions.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))
         ],
+        span=span,
+        first_at=min(times) if times else None,
+        last_at=max(times) if times else None,
+        now=dict(live) if live is not None else None,
     )
 
 
@@ -418,9 +472,36 @@ class ScoreSource(Protocol):
         ...
 
 
-def report_from(source: ScoreSource, settings: Any = None, *, count: int = 1000, worst: int = 5) -> Report:
-    """The report over ``source.scores(count)`` with the thresholds of ``settings`` (no Δ state)."""
-    return build_report(source.scores(count), default_thresholds(settings), worst=worst)
+def report_from(
+    source: ScoreSource,
+    settings: Any = None,
+    *,
+    count: int = 1000,
+    worst: int = 5,
+    since: str | float | None = None,
+    until: str | float | None = None,
+) -> Report:
+    """The report over ``source.scores(count)`` with the thresholds of ``settings`` (no Δ state), for the
+    records between ``since`` and ``until`` (epoch seconds, ISO 8601 or a duration ago such as ``"1h"``;
+    default: all). A source with a queue and a mode (``RagWatch``) also gets the now-panel."""
+    if settings is None:
+        from ragwatch.settings import load_settings
+
+        settings = load_settings(None)
+    thresholds = default_thresholds(settings)
+    records = source.scores(count)
+    mode = getattr(source, "mode", None)
+    queue = getattr(source, "queue", None)
+    policy = settings.sla_policy()
+    live = None
+    if queue is not None and hasattr(mode, "override"):
+        from ragwatch.report.now import window_depth
+
+        names = [policy.metric, *(m for m in METRICS if m in thresholds and m != policy.metric)]
+        points = {m: queue.window_clients(m, window_depth(policy)) for m in names}
+        live = now_panel(thresholds, policy, mode, points=points, metrics=METRICS)
+    span = time_range(since=since, until=until, now=time.time(), default=None)
+    return build_report(records, thresholds, worst=worst, span=span, live=live)
 
 
 # -- inputs and state ------------------------------------------------------------------------------------

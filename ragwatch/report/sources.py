@@ -39,6 +39,9 @@ class ScoreSource(Protocol):
     def mode(self) -> ModeState | None:
         """The shared degraded-mode state, or None when the source has none (a file)."""
 
+    # Optional: ``windows(metrics, depth)`` — the live window points per metric (newest first), for a
+    # source that has a window store (:class:`QueueSource`); the others' now-panel is rebuilt from records.
+
 
 def decode_records(raws: list[bytes]) -> tuple[list[dict[str, Any]], int]:
     """Decoded records and how many raw entries were not a JSON object (skipped)."""
@@ -80,6 +83,11 @@ class QueueSource:
     def mode(self) -> ModeState | None:
         return self.queue.read_mode()
 
+    def windows(self, metrics: list[str], depth: int) -> dict[str, list[tuple[float, float, str]]]:
+        """The newest ``depth`` window points per metric, newest first: what the SLA evaluator reads, so
+        the page's now-panel shows the value the breaker decides on (``ragwatch_window_value``)."""
+        return {m: self.queue.window_clients(m, depth) for m in metrics}
+
 
 class JsonlSource:
     """A JSONL export (one record a line, any order); a line that is not JSON names its number."""
@@ -104,9 +112,10 @@ class JsonlSource:
 
 class EndpointSource:
     """A running worker's or service's dashboard: ``URL`` is its page (``http://host:9465/dashboard``) or
-    its base (``http://host:9465``); records come from ``<page>.jsonl``, the mode from ``<page>.json``."""
+    its base (``http://host:9465``); records come from ``<page>.jsonl``, the mode from ``<page>.json``.
+    ``token`` (the ``dashboard_token`` setting) is sent as ``Authorization: Bearer``."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"--url must be an http(s) URL such as http://worker:9465/dashboard, got {url!r}")
@@ -116,17 +125,20 @@ class EndpointSource:
         self.page = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
         self.name = self.page
         self.timeout = timeout
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._mode: dict[str, Any] | None = None
 
     def _get(self, url: str, **params: Any) -> bytes:
         import httpx
 
         try:
-            response = httpx.get(url, params=params, timeout=self.timeout)
+            response = httpx.get(url, params=params, headers=self._headers, timeout=self.timeout)
         except httpx.HTTPError as exc:
             raise QueueError(f"{url}: {exc}") from None
         if response.status_code == 404:
             raise ConfigError(f"{url}: 404 — not a ragwatch dashboard (is the dashboard enabled there?)")
+        if response.status_code in (401, 403):
+            raise ConfigError(f"{url}: HTTP {response.status_code} — set RAGWATCH_DASHBOARD_TOKEN to its token")
         if response.status_code != 200:
             raise QueueError(f"{url}: HTTP {response.status_code}")
         return response.content

@@ -6,6 +6,11 @@ per route, model and tag), and which answers are the bad ones (the worst samples
 and the chunk it was checked against). Everything here is pure — records in, a dict out — so the static
 report, the live endpoint and the tests compute the same thing; the browser only draws it.
 
+The view covers a time range (the live page: the last hour unless the query names another) and, when
+asked, only the records the filters of "find things" accept; the now-panel (the live windows and the
+breaker, :mod:`ragwatch.report.now`) is never filtered. A metric equal to another by construction
+(``context_relevance`` is ``context_precision_3`` when the retriever returns exactly K chunks) is shown once.
+
 Degraded periods are *replayed* from the SLA metric's scores with the same breaker (:func:`ragwatch.mode.degrade.step`)
 the workers run, on a fine tick grid, because no history of mode switches is stored; operator overrides are
 not in the scores, so the live state (when the source has one) is shown beside it and an ongoing degraded
@@ -22,10 +27,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragwatch.mode.degrade import ModeState, Policy, direction_of, effective, step, window_value
-from ragwatch.report.build import METRICS, _claims, _score, build_report
+from ragwatch.report.build import METRICS, _score, build_report
+from ragwatch.report.markers import markers
+from ragwatch.report.select import Filters, TimeRange, diagnoses_of, record_time, select
+from ragwatch.report.worst import worst_groups
 from ragwatch.scoring.diagnosis import ADVICE, DIAGNOSES
 
-__all__ = ["bucket_seconds", "degraded_periods", "view_data"]
+__all__ = ["bucket_seconds", "degraded_periods", "equal_metrics", "view_data"]
+
+#: Metrics that can equal another by construction: (shown, hidden when equal on every sample).
+_SAME_BY_CONSTRUCTION = (("context_precision_3", "context_relevance"),)
 
 #: Bucket widths the time axis snaps to (seconds), so a bucket reads as "1 min" and not "73 s".
 _STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
@@ -43,13 +54,21 @@ def bucket_seconds(span: float, buckets: int = 60) -> float:
     return _STEPS[-1]
 
 
-def _time(record: Mapping[str, Any]) -> float | None:
-    t = record.get("created_at")
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-        t = record.get("scored_at")
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-            return None
-    return float(t)
+_time = record_time
+
+
+def equal_metrics(records: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, str]:
+    """``{hidden: shown}`` for metrics equal on every sample that has both (at least one): two identical
+    charts, heatmap columns and worst lists say nothing the first did not."""
+    out = {}
+    for shown, hidden in _SAME_BY_CONSTRUCTION:
+        if shown not in metrics or hidden not in metrics:
+            continue
+        pairs = [(_score(r, shown), _score(r, hidden)) for r in records]
+        both = [(a, b) for a, b in pairs if a is not None and b is not None]
+        if both and all(abs(a - b) <= 1e-9 for a, b in both):
+            out[hidden] = shown
+    return out
 
 
 def degraded_periods(
@@ -106,48 +125,6 @@ def _slices(records: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, list[M
     return [(kind, value, rs) for (kind, value), rs in ranked[:MAX_SLICES]]
 
 
-def _claim_view(c: Mapping[str, Any]) -> dict[str, Any]:
-    def pos(x: Any) -> int | None:
-        return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else None
-
-    return {
-        "text": str(c.get("text") or ""),
-        "verdict": str(c.get("verdict") or "UNVERIFIABLE").upper(),
-        "start": pos(c.get("start")),
-        "end": pos(c.get("end")),
-        "chunk_id": None if c.get("chunk_id") is None else str(c["chunk_id"]),
-        "evidence": None if c.get("evidence") is None else str(c["evidence"]),
-        "rule": None if not c.get("rule") else str(c["rule"]),
-    }
-
-
-def _chunks_view(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Retrieved chunks with the judge's relevance (and whether the answer used them), else only ids."""
-
-    def find(details: Any, depth: int = 0) -> list[Any] | None:
-        if not isinstance(details, Mapping) or depth > 3:
-            return None
-        chunks = details.get("chunks")
-        if isinstance(chunks, list) and all(isinstance(c, Mapping) for c in chunks):
-            return chunks
-        for value in details.values():
-            found = find(value, depth + 1)
-            if found is not None:
-                return found
-        return None
-
-    judged = find(record.get("details"))
-    if judged:
-        out = []
-        for c in judged:
-            rel = c.get("relevance")
-            ok = isinstance(rel, (int, float)) and not isinstance(rel, bool) and math.isfinite(rel)
-            out.append({"id": str(c.get("id", "?")), "relevance": float(rel) if ok else None, "used": c.get("used")})
-        return out
-    ids = record.get("chunk_ids")
-    return [{"id": str(i), "relevance": None, "used": None} for i in ids] if isinstance(ids, list) else []
-
-
 def view_data(
     records: Iterable[Mapping[str, Any]],
     thresholds: Mapping[str, float],
@@ -160,12 +137,25 @@ def view_data(
     buckets: int = 60,
     metrics: Sequence[str] = METRICS,
     now: float | None = None,
+    span: TimeRange | None = None,
+    filters: Filters | None = None,
+    live: Mapping[str, Any] | None = None,
+    trace_url: str | None = None,
+    operations: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything the page draws. ``policy`` (the SLA) enables the degraded-period replay; ``mode`` is the
-    live shared state, when the source has one."""
-    records = [r for r in records if isinstance(r, Mapping)]
+    live shared state, when the source has one. ``span`` and ``filters`` choose the records (default: all);
+    ``live`` is the now-panel, ``trace_url`` a template with ``{trace_id}`` for links to a trace viewer,
+    ``operations`` the request rate, errors, latency and cost of the range (:mod:`ragwatch.report.ops`)."""
+    span = span or TimeRange()
+    filters = filters or Filters()
+    in_range = select(records, span)
+    options = _filter_options(in_range)
+    records = select(in_range, None, filters)
     now = time.time() if now is None else now
-    report = build_report(records, thresholds, previous, worst=worst, metrics=metrics, now=now)
+    merged = equal_metrics(records, metrics)
+    metrics = [m for m in metrics if m not in merged]
+    report = build_report(records, thresholds, previous, worst=worst, metrics=metrics, now=now, span=span, live=live)
     scores = {id(r): {m: _score(r, m) for m in metrics} for r in records}  # each record's scores, read once
 
     def values(rs: list[Mapping[str, Any]], metric: str) -> list[float]:
@@ -174,6 +164,10 @@ def view_data(
     timed = sorted(((t, r) for r in records if (t := _time(r)) is not None), key=lambda p: p[0])
     first = timed[0][0] if timed else now
     last = timed[-1][0] if timed else now
+    # the axis starts at the range's first record (a service up for three minutes of a 1-hour range would
+    # otherwise be a sliver at the right) and reaches the range's end, or now
+    if timed and (span.end is not None or span.start is not None):
+        last = max(last, min(span.end if span.end is not None else now, now))
     step_s = bucket_seconds(last - first, buckets)
     origin = math.floor(first / step_s) * step_s
     n_buckets = int((last - origin) // step_s) + 1 if timed else 0
@@ -192,7 +186,8 @@ def view_data(
         series[metric] = {"mean": means, "count": counts}
 
     names = [d for d in DIAGNOSES if d != "unknown"] + ["unknown"]
-    mix = {d: [sum(1 for r in rs if r.get("diagnosis") == d) for rs in per_bucket] for d in names}
+    labels = {id(r): set(diagnoses_of(r)) for r in records}
+    mix = {d: [sum(1 for r in rs if d in labels[id(r)]) for rs in per_bucket] for d in names}
     mix = {d: c for d, c in mix.items() if any(c) or d != "unknown"}
 
     heat_rows = []
@@ -203,27 +198,7 @@ def view_data(
             cells[metric] = {"mean": _mean(vs), "n": len(vs)}
         heat_rows.append({"kind": kind, "value": value, "samples": len(rs), "cells": cells})
 
-    by_id = {str(r.get("sample_id", "?")): r for r in records}
-    worst_view = []
-    for metric, samples in report.worst.items():
-        for w in samples:
-            r = by_id.get(w.sample_id, {})
-            worst_view.append(
-                {
-                    "metric": metric,
-                    "score": w.score,
-                    "sample_id": w.sample_id,
-                    "question": None if w.question is None else str(w.question),
-                    "answer": None if w.answer is None else str(w.answer),
-                    "diagnosis": None if w.diagnosis is None else str(w.diagnosis),
-                    "route": None if r.get("route") is None else str(r["route"]),
-                    "model": None if r.get("model") is None else str(r["model"]),
-                    "created_at": _time(r),
-                    "scores": {m: _score(r, m) for m in metrics},  # r may be {} (a duplicate id)
-                    "claims": [_claim_view(c) for c in _claims(r.get("details"))],
-                    "chunks": _chunks_view(r),
-                }
-            )
+    groups = worst_groups(records, thresholds, metrics, trace_url=trace_url)
 
     periods: list[dict[str, Any]] = []
     sla = None
@@ -235,24 +210,35 @@ def view_data(
             "direction": policy.direction,
             "window_samples": policy.window_samples,
         }
-        points = [(t, v) for t, r in timed if (v := _score(r, policy.metric)) is not None]  # SLA metric may be extra
-        periods = degraded_periods(points, policy)
+        # the breaker saw every record, whatever the filters: replay over the whole range
+        everything = sorted(
+            (t, v) for r in in_range if (t := _time(r)) is not None and (v := _score(r, policy.metric)) is not None
+        )
+        periods = degraded_periods(everything, policy)
     mode_view = None
     if mode is not None:
-        live = effective(mode)
+        in_force = effective(mode)
         mode_view = {
-            "degraded": live,
+            "degraded": in_force,
             "since": mode.since or None,
             "reason": mode.reason,
             "override": mode.override,
             "value": mode.value,
         }
-        if live and (not periods or not periods[-1].get("open")):
+        if in_force and (not periods or not periods[-1].get("open")):
             start = max(mode.since or first, first)
             periods.append({"start": start, "end": max(last, start), "reason": mode.reason, "open": True})
     summary = report.to_dict()
     return {
         "generated_at": now,
+        "range": summary["range"],
+        "filters": filters.to_dict(),
+        "filter_options": options,
+        "merged": merged,
+        "now": dict(live) if live is not None else None,
+        "operations": dict(operations) if operations is not None else None,
+        "markers": markers(in_range, periods),
+        "trace_url": trace_url is not None,
         "source": source,
         "services": report.services,
         "samples": report.samples,
@@ -273,5 +259,29 @@ def view_data(
         "mode": mode_view,
         "diagnosis_mix": mix,
         "heatmap": {"metrics": list(metrics), "rows": heat_rows},
-        "worst": worst_view,
+        "worst": groups,
+    }
+
+
+def _filter_options(records: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """What the filter menus offer: the routes, models, tags and labels present in the range (bounded)."""
+    routes: set[str] = set()
+    models: set[str] = set()
+    tags: set[str] = set()
+    labels: set[str] = set()
+    for r in records:
+        if isinstance(r.get("route"), str):
+            routes.add(r["route"])
+        if isinstance(r.get("model"), str):
+            models.add(r["model"])
+        t = r.get("tags")
+        if isinstance(t, Mapping):
+            tags.update(f"{k}={v}" for k, v in t.items() if isinstance(k, str))
+        labels.update(diagnoses_of(r))
+    order = {d: i for i, d in enumerate(DIAGNOSES)}
+    return {
+        "route": sorted(routes)[: MAX_SLICES * 2],
+        "model": sorted(models)[: MAX_SLICES * 2],
+        "tag": sorted(tags)[: MAX_SLICES * 2],
+        "diagnosis": sorted(labels, key=lambda d: (order.get(d, len(order)), d))[:MAX_SLICES],
     }

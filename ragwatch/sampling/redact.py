@@ -32,6 +32,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 
 from ragwatch.errors import ConfigError
+from ragwatch.sampling.redact_base import Kind, masker
+from ragwatch.sampling.redact_ids import ID_KINDS
+from ragwatch.sampling.redact_secrets import SECRET_KINDS
 
 __all__ = ["BUILTIN_PATTERNS", "FAILED", "Redactor"]
 
@@ -48,6 +51,12 @@ BUILTIN_PATTERNS: tuple[str, ...] = (
     "iban",
     "us_phone",
     "ipv4",
+    "passport",
+    "hk_id",
+    "tw_id",
+    "uk_nino",
+    "fr_nir",
+    "ipv6",
 )
 
 #: What the whole text becomes when it cannot be redacted reliably: failing closed never leaks text.
@@ -168,7 +177,11 @@ _US_SSN = re.compile(r"[0-9](?<!\d.)[0-9]{2}([- ])[0-9]{2}\1[0-9]{4}(?!\d)")
 
 # IBAN: country code, two check digits, then up to 30 letters and digits, compact or in groups of four.
 # The mod-97 check (ISO 13616) is verified in Python.
-_IBAN = re.compile(r"[A-Z](?<![A-Za-z0-9].)[A-Z][0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
+# Written in lower case too ("de89 3704 …", typed or normalised by a form), but in one case throughout.
+_IBAN = re.compile(
+    r"[A-Za-z](?<![A-Za-z0-9].)(?:(?<=[A-Z])[A-Z][0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?"
+    r"|(?<=[a-z])[a-z][0-9]{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,3})?)(?![A-Za-z0-9])"
+)
 
 # US (NANP) phone numbers: area and exchange codes start with 2-9, separators required between groups
 # (so a plain ten-digit number is not taken for a phone); "+1 …" numbers are already international phones.
@@ -258,6 +271,8 @@ def _valid_iban(text: str) -> bool:
     compact = text.replace(" ", "")
     if not 15 <= len(compact) <= 34:
         return False
+    if compact.islower() and sum(c.isdigit() for c in compact) < 10:
+        return False  # lower-case prose ("at10 from town with …") passes mod 97 one time in 97; accounts do not
     rotated = compact[4:] + compact[:4]
     return int("".join(str(int(char, 36)) for char in rotated)) % 97 == 1
 
@@ -298,7 +313,7 @@ class Redactor:
     callable failed) and ``invalid_input`` (a non-str was passed), to feed a metric.
     """
 
-    __slots__ = ("_counts", "_custom", "_lock", "_number_steps", "_steps")
+    __slots__ = ("_counts", "_custom", "_late_steps", "_lock", "_number_steps", "_steps")
 
     def __init__(
         self,
@@ -334,10 +349,17 @@ class Redactor:
                 if validator is None and name != "password":  # a re.subn template: make backslashes literal
                     text = text.replace("\\", "\\\\")
                 steps.append((name, _substitution(name, validator, text)))
-        # Two phases, in _ORDER: patterns with a gate of their own (a substring test), then the digit-led
-        # patterns behind the one number gate, so a text without candidate numbers skips them in one check.
-        self._steps = tuple((name, _GATES[name], sub) for name, sub in steps if name not in _NUMERIC)
+        # Three phases, in _ORDER: patterns with a gate of their own (a substring test) with the identity
+        # numbers, tokens and addresses of the later families; the digit-led patterns behind the one number
+        # gate, so a text without candidate numbers skips them in one check; last the national phone
+        # formats, which must not split an IBAN, a card or an id the number phase masks whole.
+        late = [kind for kind in ID_KINDS if kind.name == "phone"]
+        early = [kind for kind in (*SECRET_KINDS, *ID_KINDS) if kind.name != "phone"]
+        self._steps = tuple((name, _GATES[name], sub) for name, sub in steps if name not in _NUMERIC) + _kind_steps(
+            early, wanted, replacement
+        )
         self._number_steps = tuple((name, sub) for name, sub in steps if name in _NUMERIC)
+        self._late_steps = _kind_steps(late, wanted, replacement)
         self._custom = custom
         self._counts = {name: 0 for name in BUILTIN_PATTERNS if name in wanted}
         self._counts["custom_error"] = 0
@@ -359,6 +381,13 @@ class Redactor:
                     found.append((name, hits))
         if self._number_steps and _NUMBER_GATE.search(text) is not None:
             for name, sub in self._number_steps:
+                text, hits = sub(text)
+                if hits:
+                    if found is None:
+                        found = []
+                    found.append((name, hits))
+        for name, gate, sub in self._late_steps:
+            if gate(text):
                 text, hits = sub(text)
                 if hits:
                     if found is None:
@@ -388,6 +417,21 @@ class Redactor:
     def _add(self, name: str, hits: int) -> None:
         with self._lock:
             self._counts[name] += hits
+
+
+def _always(text: str) -> bool:
+    return True
+
+
+def _kind_steps(
+    kinds: Iterable[Kind], wanted: set[str], replacement: str
+) -> tuple[tuple[str, Callable[[str], bool], Callable[[str], tuple[str, int]]], ...]:
+    """(name, gate, substitution) of each wanted kind of the later families (:mod:`redact_base`)."""
+    return tuple(
+        (kind.name, kind.gate or _always, masker(kind.pattern, replacement.format(name=kind.name), kind.valid))
+        for kind in kinds
+        if kind.name in wanted
+    )
 
 
 def _sub_checked(

@@ -105,6 +105,8 @@ class Sample:
     question_sha256: str | None = None
     answer_sha256: str | None = None
     v: int = SCHEMA_VERSION
+    #: the ``service_version`` setting of the producer (None: unset, or a record of an older producer)
+    service_version: str | None = None
 
 
 def _sha(text: str) -> str:
@@ -169,9 +171,19 @@ def build_record(
     redact: Callable[[str], str] = str,
     redact_chunk: Callable[[str], str] | None = None,
     keep_text: bool = True,
+    content: bool = True,
+    service_version: str | None = None,
 ) -> dict[str, Any]:
     """Turn a finished run into the bounded, redacted sample record (plain JSON types). May raise on
     unreadable chunks.
+
+    ``service_version`` (the setting) is recorded only when set, so a deploy can be marked on the charts
+    and a service without one writes the records it always wrote.
+
+    ``content=False`` (the ``content_off`` setting) keeps no text at all: no question, answer or chunk text
+    and no hash of them (a hash of a short question is as good as the question to anyone who guesses it),
+    chunk ids replaced by their rank, no metadata, no tags — only latency, tokens, cost, model, route and
+    outcome (:func:`without_content`).
 
     The flusher encodes this dict directly: building it costs a fraction of building the :class:`Sample`
     dataclasses, and orjson encodes a dict several times faster than a slotted dataclass. ``redact_chunk``
@@ -179,6 +191,8 @@ def build_record(
     request, so callers pass a memoised redactor there.
     """
     redact_chunk = redact_chunk or redact
+    if not content:
+        return _versioned(without_content(run, reason=reason, redact=redact_chunk), service_version)
     truncated = False
     chunks: list[dict[str, Any]] = []
     all_chunks = run.chunks if run.retrieved is not None else []
@@ -203,7 +217,7 @@ def build_record(
     answer, cut_a = _cut(run.answer, limits.max_answer_chars, redact)
     usage = run.usage
     model = run.model
-    return {
+    record = {
         "sample_id": os.urandom(16).hex(),  # 128 random bits as 32 hex digits; uuid4() costs 5x as much
         "service": run.service,
         "question": question if keep_text else None,
@@ -229,6 +243,45 @@ def build_record(
         "truncated": truncated or cut_q or cut_a,
         "question_sha256": None if keep_text or question is None else _sha(question),
         "answer_sha256": None if keep_text or answer is None else _sha(answer),
+        "v": SCHEMA_VERSION,
+    }
+    return _versioned(record, service_version)
+
+
+def _versioned(record: dict[str, Any], service_version: str | None) -> dict[str, Any]:
+    if service_version:
+        record["service_version"] = safe_label(service_version)
+    return record
+
+
+def without_content(run: Run, *, reason: str = "rate", redact: Callable[[str], str] = str) -> dict[str, Any]:
+    """The sample record of ``run`` with every text field dropped (see :func:`build_record`); the route, a
+    label, is redacted like in the full record."""
+    usage = run.usage
+    model = run.model
+    ranks = [chunk.rank for chunk in (run.chunks if run.retrieved is not None else [])]
+    return {
+        "sample_id": os.urandom(16).hex(),
+        "service": run.service,
+        "question": None,
+        "answer": None,
+        "chunks": [{"id": f"#{rank}", "rank": rank} for rank in ranks],
+        "created_at": run.started_at,
+        "trace_id": run.trace_id,
+        "span_id": run.span_id,
+        "model": safe_label(model) if isinstance(model, str) else model,
+        "durations": dict(run.durations),
+        "ttft": run.ttft,
+        "input_tokens": usage.input_tokens if usage else None,
+        "output_tokens": usage.output_tokens if usage else None,
+        "cached_input_tokens": usage.cached_input_tokens if usage else None,
+        "tokens_estimated": bool(usage and usage.estimated),
+        "cost_usd": run.cost_usd,
+        "route": _redacted_short(run.route, redact),
+        "client": run.client,
+        "outcome": run.outcome,
+        "error": safe_label(run.error) if isinstance(run.error, str) else run.error,
+        "reason": reason,
         "v": SCHEMA_VERSION,
     }
 
@@ -349,6 +402,8 @@ def _validated(data: dict[str, Any], limits: Limits) -> Sample:
         question_sha256=_short(data, "question_sha256"),
         answer_sha256=_short(data, "answer_sha256"),
         v=_count_field(data.get("v", SCHEMA_VERSION), "v") or SCHEMA_VERSION,
+        # absent in older records; a cosmetic field of another type is dropped, not the sample with it
+        service_version=_short(data, "service_version") if isinstance(data.get("service_version"), str) else None,
     )
 
 

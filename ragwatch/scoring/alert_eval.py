@@ -8,13 +8,13 @@ The judge is built from the settings exactly as ``eval-judge`` builds it (``--ju
 
 **Relevance files** (one question–passage pair a line, grouped by ``question_id``). Per question, one
 retrieval for each case (built by :mod:`ragwatch.scoring.alert_cases`): a sample with the question, no
-answer, and three chunks ``c1``..``c3`` in rank order, as :func:`~ragwatch.scoring.evaluate.row_to_sample`
+answer, and three chunks ``c1``..``c3`` in rank order, as :func:`~ragwatch.scoring.eval_data.row_to_sample`
 builds them:
 
 * ``gold``: the answer-bearing passages in file order, then same-topic non-answers (a seeded choice) to
   fill three — the healthy top 3; questions with an answer-bearing passage and at least three candidates;
 * ``realistic``: the top 3 of a judge-independent ranking, BM25 (k1 1.2, b 0.75; IDF over every passage of
-  the file; words, and CJK character bigrams), ties in :func:`~ragwatch.scoring.evaluate.neutral_order_key`
+  the file; words, and CJK character bigrams), ties in :func:`~ragwatch.scoring.eval_data.neutral_order_key`
   order; the same questions (file order would hand RGB its answer-first listing);
 * ``one_off_topic``: the gold list with one chunk, at a seeded position, replaced by an off-topic passage;
 * ``off_topic``: three passages of three other questions (seeded; same language when there are enough,
@@ -49,7 +49,7 @@ import sys
 import time
 import zlib
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,19 +71,16 @@ from ragwatch.scoring.alert_cases import (
     build_retrievals,
     group_questions,
 )
-from ragwatch.scoring.evaluate import (
-    EvalInputError,
-    _check_faithfulness_row,
-    _check_relevance_row,
-    _claims_of,
-    _make_judge,
-    _plain,
-    _progress,
+from ragwatch.scoring.eval_console import (
+    Progress,
+    Table,
     add_settings_options,
-    detect_kind,
-    load_rows,
-    row_to_sample,
+    make_judge,
+    print_tables,
+    progress_bar,
+    render_tables,
 )
+from ragwatch.scoring.eval_data import EvalInputError, claims_of, load_checked, row_to_sample
 from ragwatch.scoring.judge_metrics import roc_auc
 from ragwatch.scoring.judges.base import (
     CONTEXT_RELEVANCE,
@@ -183,8 +180,6 @@ def _round(value: float | None) -> float | None:
 
 # ------------------------------------------------------------------------------ relevance: scoring
 
-Advance = Callable[[int], None]
-
 
 def _judge(judge: Any, sample: Sample, failures: list[str]) -> Verdict | None:
     """The judge's verdict, or ``None`` when it declares a failure (an LLM endpoint down): a worker would
@@ -220,7 +215,7 @@ def _alone_relevance(verdict: Verdict) -> float | None:
 
 
 def _invariance(
-    scored: list[Retrieval], judge: Any, n: int, seed: int, failures: list[str], advance: Advance
+    scored: list[Retrieval], judge: Any, n: int, seed: int, failures: list[str], advance: Progress
 ) -> dict[str, Any]:
     chunks = [(r, i) for r in scored if r.relevances is not None for i in range(len(r.texts))]
     if n <= 0 or not chunks:
@@ -266,7 +261,7 @@ def _graded_order(scored: list[Retrieval]) -> dict[str, Any]:
 
 
 def evaluate_relevance_alerts(
-    rows: Sequence[dict[str, Any]], judge: Any, options: Options, advance: Advance | None = None
+    rows: Sequence[dict[str, Any]], judge: Any, options: Options, advance: Progress | None = None
 ) -> dict[str, Any]:
     """Build the cases of a relevance file, judge them, and summarise CP@3 and its windows (module docs)."""
     built = build_retrievals(rows, options.seed, options.limit)
@@ -338,7 +333,7 @@ def _hallucinated(verdict: Verdict) -> float | None:
         return float(verdict.scores[HALLUCINATION_RATE])
     if FAITHFULNESS not in verdict.scores:
         return None
-    return 1.0 if any(c.get("verdict") == "UNSUPPORTED" for c in _claims_of(verdict.details)) else 0.0
+    return 1.0 if any(c.get("verdict") == "UNSUPPORTED" for c in claims_of(verdict.details)) else 0.0
 
 
 def _window_mix(
@@ -362,7 +357,7 @@ def _window_mix(
 
 
 def evaluate_faithfulness_alerts(
-    rows: Sequence[dict[str, Any]], judge: Any, options: Options, advance: Advance | None = None
+    rows: Sequence[dict[str, Any]], judge: Any, options: Options, advance: Progress | None = None
 ) -> dict[str, Any]:
     """Judge each answer once; windows at each hallucination rate (module docs)."""
     if options.limit is not None and options.limit < len(rows):
@@ -450,14 +445,7 @@ def evaluate_faithfulness_alerts(
 def _load(path: Path) -> tuple[str, list[dict[str, Any]]]:
     """Rows of one file, every one checked (kind by schema, no mixing) before anything is judged."""
     with _about(path):
-        rows = load_rows(path)
-        kind = detect_kind(rows[0])
-        check = _check_faithfulness_row if kind == "faithfulness" else _check_relevance_row
-        for row in rows:
-            if detect_kind(row) != kind:
-                raise EvalInputError(int(row["__line__"]), f"a {kind} file cannot mix in rows of another kind")
-            check(row)
-    return kind, rows
+        return load_checked(path)
 
 
 @contextmanager
@@ -472,13 +460,13 @@ def _about(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def _reporter(name: str, total: int, enabled: bool) -> Iterator[Advance]:
+def _reporter(name: str, total: int, enabled: bool) -> Iterator[Progress]:
     """A progress bar on a terminal; otherwise a line to stderr when a file starts and ends."""
     if not enabled:
         yield lambda _: None
         return
     if sys.stderr.isatty():
-        with _progress(total, f"judging {name}", True) as advance:
+        with progress_bar(total, f"judging {name}", True) as advance:
             yield advance
         return
     started = time.perf_counter()
@@ -493,7 +481,7 @@ def run(
     """Load and check every file (an error stops the run before any judging), then judge each in turn with one
     judge built from ``settings``; ``{"judge", "judge_version", "sla", "window", …, "files": [...]}``."""
     loaded = [(path, *_load(path)) for path in paths]
-    judge = _make_judge(judge_name, settings)
+    judge = make_judge(judge_name, settings)
     files = []
     try:
         for path, kind, rows in loaded:
@@ -534,9 +522,6 @@ def _f(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value)
-
-
-Table = tuple[str, list[str], list[list[str]]]
 
 
 def _relevance_tables(f: dict[str, Any], out: dict[str, Any]) -> list[Table]:
@@ -624,30 +609,8 @@ def _tables(out: dict[str, Any]) -> list[Table]:
 
 
 def render_plain(out: dict[str, Any]) -> str:
-    """The result as aligned plain-text tables (used when rich is not installed)."""
-    blocks = ["\n".join(_plain(*t)) for t in _tables(out)]
-    return "\n\n".join(blocks)
-
-
-def _print(out: dict[str, Any]) -> None:
-    """Rich tables on a terminal; plain ones otherwise (a pipe or a CI log gets every column uncut)."""
-    if not sys.stdout.isatty():
-        print(render_plain(out))
-        return
-    try:
-        from rich.console import Console
-        from rich.table import Table as RichTable
-    except ImportError:
-        print(render_plain(out))
-        return
-    console = Console()
-    for title, columns, body in _tables(out):
-        table = RichTable(title=title)
-        for i, column in enumerate(columns):
-            table.add_column(column, justify="left" if i == 0 else "right")
-        for row in body:
-            table.add_row(*row)
-        console.print(table)
+    """The result as aligned plain-text tables (what a pipe, a CI log or a machine without rich gets)."""
+    return render_tables(_tables(out))
 
 
 # ------------------------------------------------------------------------------------------ CLI
@@ -794,7 +757,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
     else:
-        _print(out)
+        print_tables(_tables(out))
     return 0
 
 

@@ -1,16 +1,24 @@
-"""One diagnosis per scored sample: where to look first when an answer went wrong.
+"""Diagnoses of one scored sample: every stage that failed, most upstream first — where to look.
 
 A dashboard of five scores says *that* quality dropped; an on-call engineer needs to know *which stage* to
-open. The rules follow the pipeline's causal order — an LLM cannot be faithful to chunks that were never
-retrieved, and an unfaithful answer is a worse problem than an off-topic one — so the first failing stage
-upstream is reported and everything downstream of it is treated as a likely consequence:
+open. A sample carries every label whose rule fails, not only the first: a retrieval fault and an LLM that
+keeps inventing are two problems, and a ladder that stops at the first would hide the second (during a
+retrieval fault every invented answer read ``noisy_retrieval``). The labels, in the pipeline's causal order:
 
 1. ``retrieval_miss`` — no chunk reaches the ``relevant`` grade (or nothing was retrieved at all);
-2. ``noisy_retrieval`` — a relevant chunk exists, but Context Precision@K (SLA form) is under its threshold;
-3. ``hallucination`` — faithfulness under its threshold;
+2. ``noisy_retrieval`` — a relevant chunk exists, but Context Precision@K (SLA form) is under its threshold
+   (not added to a miss, which already explains a low precision);
+3. ``hallucination`` — an answer claim is unsupported (``hallucination_rate`` 1, when the judge reports it:
+   one invented claim of five is an invented claim, although faithfulness 0.8 passes its 0.75 line), or
+   faithfulness under its threshold;
 4. ``off_topic`` — answer relevance under its threshold;
-5. ``healthy`` — every rule that could be checked passed;
-6. ``unknown`` — no rule could be checked at all.
+5. ``healthy`` — every rule that could be checked passed (alone);
+6. ``unknown`` — no rule could be checked at all (alone).
+
+:func:`diagnose_all` returns the labels in that order; :func:`diagnose` the first, the most upstream
+failure (the record's single ``diagnosis`` field, kept for readers of older records). A report counts each
+label once per sample (:func:`label_counts`) and ranks the advice by how many failing samples each label
+covers (:func:`ranked_problems`), so the label that explains most failures is read first.
 
 A rule whose input is missing is skipped rather than assumed to pass or fail: samples are scored by
 whichever judges are configured, and "no answer-relevance judge" must not read as "on topic" *and* must not
@@ -24,18 +32,32 @@ reach the same verdict from the same numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from numbers import Real
 from types import MappingProxyType
+from typing import Any
 
 from ragwatch.errors import ConfigError
-from ragwatch.scoring.judges.base import ANSWER_RELEVANCE, FAITHFULNESS, context_precision
+from ragwatch.scoring.judges.base import ANSWER_RELEVANCE, FAITHFULNESS, HALLUCINATION_RATE, context_precision
 from ragwatch.scoring.retrieval_metrics import _check_relevances, context_precision_mean
 
-__all__ = ["ADVICE", "DIAGNOSES", "Thresholds", "diagnose"]
+__all__ = [
+    "ADVICE",
+    "DIAGNOSES",
+    "PROBLEMS",
+    "Thresholds",
+    "diagnose",
+    "diagnose_all",
+    "label_counts",
+    "ranked_problems",
+    "record_labels",
+]
 
 DIAGNOSES = ("retrieval_miss", "noisy_retrieval", "hallucination", "off_topic", "healthy", "unknown")
+#: The labels that name a problem (the others say nothing failed, or nothing could be checked).
+PROBLEMS = DIAGNOSES[:4]
+_NOT_PROBLEMS = frozenset(DIAGNOSES[4:])
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +98,12 @@ ADVICE: Mapping[str, str] = MappingProxyType(
             "a similarity cut-off, and check metadata filters and near-duplicate chunks."
         ),
         "hallucination": (
-            "The context was usable but the answer states things it does not support: check the prompt "
-            "(answer only from the context, say when it is missing), temperature, a recent model change, and "
-            "whether the context was truncated before it reached the model."
+            "The answer states things the retrieved context does not support: check the prompt (answer only "
+            "from the context, say when it is missing), temperature, a recent model change, and whether the "
+            "context was truncated before it reached the model."
         ),
         "off_topic": (
-            "The answer is grounded but does not address the question: check query rewriting or routing, "
+            "The answer does not address the question: check query rewriting or routing, "
             "conversation history leaking into the prompt, the prompt template, and answers cut off by a "
             "token limit."
         ),
@@ -109,12 +131,13 @@ def _score(scores: Mapping[str, float], name: str) -> float | None:
     return x
 
 
-def diagnose(
+def diagnose_all(
     scores: Mapping[str, float],
     chunk_relevances: Sequence[float] | None,
     thresholds: Thresholds = Thresholds(),
-) -> str:
-    """The first failing stage of one sample, as one of :data:`DIAGNOSES`.
+) -> tuple[str, ...]:
+    """Every failing stage of one sample, in the causal order of :data:`DIAGNOSES`; ``("healthy",)`` when
+    every rule that could be checked passed, ``("unknown",)`` when none could.
 
     ``chunk_relevances`` are the judge's graded relevances (0..1) of the retrieved chunks in rank order;
     ``[]`` means nothing was retrieved (a miss), ``None`` means relevance was not judged (the miss rule is
@@ -124,32 +147,81 @@ def diagnose(
     relevances a low context precision is reported as ``noisy_retrieval``: whether a relevant chunk exists
     cannot be told, and low precision is the fact that was measured.
     """
+    labels: list[str] = []
     checked = False
 
     relevances = None if chunk_relevances is None else _check_relevances(chunk_relevances)
     if relevances is not None:
         checked = True
         if not any(r >= thresholds.relevant for r in relevances):
-            return "retrieval_miss"
+            labels.append("retrieval_miss")
 
     cp = _score(scores, context_precision(thresholds.k))
     if cp is None and relevances is not None:
         cp = context_precision_mean(relevances, thresholds.k)
     if cp is not None:
         checked = True
-        if cp < thresholds.context_precision:
-            return "noisy_retrieval"
+        if cp < thresholds.context_precision and not labels:  # a miss already explains the low precision
+            labels.append("noisy_retrieval")
 
     faithfulness = _score(scores, FAITHFULNESS)
-    if faithfulness is not None:
+    invented = _score(scores, HALLUCINATION_RATE)
+    if faithfulness is not None or invented is not None:
         checked = True
-        if faithfulness < thresholds.faithfulness:
-            return "hallucination"
+        if (faithfulness is not None and faithfulness < thresholds.faithfulness) or (
+            invented is not None and invented >= 0.5
+        ):
+            labels.append("hallucination")
 
     answer_relevance = _score(scores, ANSWER_RELEVANCE)
     if answer_relevance is not None:
         checked = True
         if answer_relevance < thresholds.answer_relevance:
-            return "off_topic"
+            labels.append("off_topic")
 
-    return "healthy" if checked else "unknown"
+    if labels:
+        return tuple(labels)
+    return ("healthy",) if checked else ("unknown",)
+
+
+def diagnose(
+    scores: Mapping[str, float],
+    chunk_relevances: Sequence[float] | None,
+    thresholds: Thresholds = Thresholds(),
+) -> str:
+    """The first (most upstream) label of :func:`diagnose_all`: one of :data:`DIAGNOSES`."""
+    return diagnose_all(scores, chunk_relevances, thresholds)[0]
+
+
+def record_labels(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """The labels of a stored score record: its ``diagnoses`` list, or — for a record written before labels
+    — its single ``diagnosis``; ``()`` when it has neither. Labels this version does not know are kept: a
+    newer worker may write them, and a reader decides what to do with them (no advice, usually)."""
+    labels = record.get("diagnoses")
+    if isinstance(labels, (list, tuple)) and labels and all(isinstance(x, str) for x in labels):
+        return tuple(dict.fromkeys(labels))  # a sample counts once per label, even in a malformed record
+    single = record.get("diagnosis")
+    return (single,) if isinstance(single, str) and single else ()
+
+
+def label_counts(samples: Iterable[Sequence[str]]) -> dict[str, int]:
+    """How many samples carry each label (a sample with two labels counts once under each); every label of
+    :data:`DIAGNOSES` is present, then any unknown ones, in first-seen order."""
+    counts = dict.fromkeys(DIAGNOSES, 0)
+    for labels in samples:
+        for label in dict.fromkeys(labels):
+            counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
+def ranked_problems(samples: Iterable[Sequence[str]]) -> list[tuple[str, int, float]]:
+    """The problem labels (not ``healthy``/``unknown``) by how many failing samples each explains, most
+    first, ties in causal order: ``(label, samples, share of the failing samples)``. Labels with no sample
+    are left out, so an empty list means nothing failed. Where to look first is the head of the list."""
+    samples = [tuple(s) for s in samples]
+    failing = [s for s in samples if any(label not in _NOT_PROBLEMS for label in s)]
+    counts = label_counts(failing)
+    order = {d: i for i, d in enumerate(DIAGNOSES)}
+    problems = [(d, n) for d, n in counts.items() if d not in _NOT_PROBLEMS and n > 0]
+    problems.sort(key=lambda dn: (-dn[1], order.get(dn[0], len(order))))
+    return [(d, n, n / len(failing)) for d, n in problems]

@@ -133,7 +133,7 @@ class InProcessScorer:
 
     def _build_worker(self) -> Worker:
         s = self.settings
-        return _InProcessWorker(
+        worker = _InProcessWorker(
             self.queue,
             self.judges,
             name=f"in-process-{os.getpid()}",
@@ -151,15 +151,24 @@ class InProcessScorer:
                 answer_relevance=s.health_thresholds.get("answer_relevance", 0.85),
             ),
             admit=Budget(s.scoring_max_per_second),
+            judge_time_budget_s=s.judge_time_budget_s,
             on_score=(self._announce,),
         )
+        worker.scoring.content = not s.content_off  # judged in memory, stored without text
+        return worker
 
     def _announce(self, record: ScoreRecord) -> None:
         for callback in self.on_score:
             callback(record)
 
     # -- life cycle ---------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """Whether this process's scoring thread was started (and not stopped, nor lost to a fork)."""
+        return self._thread is not None
+
     def start(self) -> None:
+        """Start the scoring thread; idempotent (capture starts it with a process's first request)."""
         with self._start_lock:
             if self._thread is None and not self._stopping.is_set():
                 self._warn_if_several_processes()

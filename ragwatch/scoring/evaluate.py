@@ -20,26 +20,50 @@ exactly as a worker builds it, so an LLM judge or the cascade is measured on the
 
 Labels are read only to score the judge, never shown to it. A malformed line stops the run with its line
 number (exit 2), not a traceback. The metric helpers are pure functions, tested on hand-computed cases.
+
+This module holds the evaluation and the command; reading and checking the files is
+:mod:`~ragwatch.scoring.eval_data`, printing the figures :mod:`~ragwatch.scoring.eval_judge_tables`, and what
+``eval-alerts`` shares with it on the command line :mod:`~ragwatch.scoring.eval_console` (their names are
+re-exported here, where scripts and tests have always found them).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ragwatch.errors import ConfigError
-from ragwatch.sampling.sample import Sample, SampleChunk
+from ragwatch.sampling.sample import Sample
 from ragwatch.scoring.base_rate import relevance_offset, threshold_table
+from ragwatch.scoring.eval_console import (
+    Progress,
+    add_settings_options,
+    make_judge,
+    noop,
+    print_tables,
+    progress_bar,
+)
+from ragwatch.scoring.eval_data import (
+    EvalInputError,
+    check_faithfulness_row,
+    check_relevance_row,
+    claims_of,
+    detect_kind,
+    load_checked,
+    load_rows,
+    neutral_order_key,
+    row_to_sample,
+)
+from ragwatch.scoring.eval_judge_tables import judge_tables, render_plain
+from ragwatch.scoring.evidence_check import EvidenceTally
 from ragwatch.scoring.judge_metrics import (
     bootstrap_interval,
     expected_calibration_error,
@@ -64,113 +88,12 @@ __all__ = [
     "neutral_order_key",
     "precision_recall_f1",
     "reliability_table",
+    "render_plain",
     "roc_auc",
     "row_to_sample",
 ]
 
-FAITHFULNESS_FIELDS = ("question", "contexts", "answer", "label_hallucinated", "task_type", "language")
-RELEVANCE_FIELDS = ("question", "passage", "relevant", "question_id", "language")
-
-
-class EvalInputError(ValueError):
-    """A line of the input cannot be evaluated; ``line`` is its 1-based number (0: the file itself)."""
-
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(f"line {line}: {message}" if line else message)
-        self.line = line
-
-
-# -------------------------------------------------------------------------------------------- input
-
-
-def load_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """JSON objects of a JSONL file (blank lines skipped); a bad line raises :class:`EvalInputError`."""
-    rows: list[dict[str, Any]] = []
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise EvalInputError(0, f"cannot read {path}: {exc.strerror or exc}") from None
-    with handle:
-        try:
-            for number, line in enumerate(handle, start=1):
-                if limit is not None and len(rows) >= limit:
-                    break
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise EvalInputError(number, f"not valid JSON ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise EvalInputError(number, f"expected a JSON object, got {type(row).__name__}")
-                row["__line__"] = number
-                rows.append(row)
-        except UnicodeDecodeError:
-            raise EvalInputError(len(rows) + 1, "not UTF-8 text") from None
-    if not rows:
-        raise EvalInputError(0, f"{path} holds no rows")
-    return rows
-
-
-def detect_kind(row: dict[str, Any]) -> str:
-    """``"faithfulness"`` or ``"relevance"`` from the fields of a row; :class:`EvalInputError` otherwise."""
-    line = int(row.get("__line__", 0))
-    fields: tuple[str, ...]
-    if "contexts" in row or "label_hallucinated" in row:
-        kind, fields = "faithfulness", FAITHFULNESS_FIELDS
-    elif "passage" in row or "relevant" in row:
-        kind, fields = "relevance", RELEVANCE_FIELDS
-    else:
-        raise EvalInputError(line, f"unknown schema: expected the fields {FAITHFULNESS_FIELDS} or {RELEVANCE_FIELDS}")
-    missing = [f for f in fields if f not in row]
-    if missing:
-        raise EvalInputError(line, f"{kind} row lacks {', '.join(missing)}")
-    return kind
-
-
-def _check_faithfulness_row(row: dict[str, Any]) -> None:
-    line = int(row.get("__line__", 0))
-    contexts = row["contexts"]
-    if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
-        raise EvalInputError(line, "contexts must be a list of strings")
-    for name in ("question", "answer"):
-        if row[name] is not None and not isinstance(row[name], str):
-            raise EvalInputError(line, f"{name} must be a string or null")
-    if not isinstance(row["label_hallucinated"], bool):
-        raise EvalInputError(line, "label_hallucinated must be true or false")
-
-
-def _check_relevance_row(row: dict[str, Any]) -> None:
-    line = int(row.get("__line__", 0))
-    for name in ("question", "passage"):
-        if not isinstance(row[name], str):
-            raise EvalInputError(line, f"{name} must be a string")
-    if not isinstance(row["relevant"], bool):
-        raise EvalInputError(line, "relevant must be true or false")
-    if not isinstance(row["question_id"], (str, int)):
-        raise EvalInputError(line, "question_id must be a string or an integer")
-
-
-def row_to_sample(row: dict[str, Any], index: int = 0) -> Sample:
-    """A faithfulness row as the sample a worker would see: chunks ``c1``..``cn`` in context order."""
-    chunks = [SampleChunk(id=f"c{i + 1}", rank=i, text=text) for i, text in enumerate(row["contexts"])]
-    return Sample(
-        sample_id=str(row.get("id", index)),
-        service="eval",
-        question=row.get("question"),
-        answer=row.get("answer"),
-        chunks=chunks,
-        created_at=0.0,
-    )
-
-
 # -------------------------------------------------------------------------------------- evaluation
-
-Progress = Callable[[int], None]
-
-
-def _noop(_: int) -> None:
-    return None
 
 
 def _summary(labels: list[bool], predictions: list[bool], scores: list[float]) -> dict[str, Any]:
@@ -183,17 +106,6 @@ def _summary(labels: list[bool], predictions: list[bool], scores: list[float]) -
         "f1": round(f1, 4),
         "auc": None if auc is None else round(auc, 4),
     }
-
-
-def _claims_of(details: dict[str, Any]) -> list[dict[str, Any]]:
-    """Claim records of a verdict, also when a composite judge (the cascade) nests its judges' details."""
-    claims = details.get("claims")
-    if isinstance(claims, list):
-        return claims
-    decided = details.get(str(details.get("decided_by")))
-    if isinstance(decided, dict) and isinstance(decided.get("claims"), list):
-        return decided["claims"]
-    return []
 
 
 def hallucination_score(scores: dict[str, float]) -> float:
@@ -243,7 +155,7 @@ def _faithfulness_ci(labels: list[bool], predictions: list[bool], scores: list[f
 def evaluate_faithfulness(
     rows: Sequence[dict[str, Any]],
     judge: Any,
-    progress: Progress = _noop,
+    progress: Progress = noop,
     thresholds: bool = False,
     ci: bool = False,
     min_precision: float | None = None,
@@ -253,17 +165,21 @@ def evaluate_faithfulness(
     ``thresholds`` (a judge with a claim threshold: offline, semantic, embedding) adds ``"thresholds"``, the
     same F1 at every other claim threshold (:func:`~ragwatch.scoring.base_rate.threshold_table`), with
     ``min_precision`` also the threshold of the most recall at that precision; ``ci``
-    adds ``"ci"``, 95 % bootstrap intervals of F1 and AUC over the answers, for the same groups."""
+    adds ``"ci"``, 95 % bootstrap intervals of F1 and AUC over the answers, for the same groups. ``"evidence"``
+    counts the SUPPORTED claims whose quote shares no content word with the claim
+    (:class:`~ragwatch.scoring.evidence_check.EvidenceTally`; the target is none)."""
     labels: list[bool] = []
     predictions: list[bool] = []
     scores: list[float] = []
     odds: list[list[tuple[float, bool]]] = []
     groups: dict[str, dict[str, list[int]]] = {"by_task_type": defaultdict(list), "by_language": defaultdict(list)}
+    evidence = EvidenceTally()  # do SUPPORTED claims' quotes share a content word with the claim?
     for i, row in enumerate(rows):
-        _check_faithfulness_row(row)
+        check_faithfulness_row(row)
         sample = row_to_sample(row, i)
         verdict = judge.score(sample)
-        claims = _claims_of(verdict.details)
+        claims = claims_of(verdict.details)
+        evidence.add(claims)
         flagged = any(c.get("verdict") == "UNSUPPORTED" for c in claims)
         if thresholds:
             odds.append(_claim_odds(judge, sample))
@@ -290,13 +206,8 @@ def evaluate_faithfulness(
             result["ci"][key] = {
                 name: _faithfulness_ci(labels, predictions, scores, idx) for name, idx in sorted(by.items())
             }
+    result["evidence"] = evidence.summary()
     return result
-
-
-def neutral_order_key(text: str) -> str:
-    """A neutral order for equal scores: data files often list relevant passages first, and a stable sort
-    would hand the judge that order for free."""
-    return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
 
 
 def _ap_rr(labels: list[bool]) -> tuple[float, float] | None:
@@ -359,7 +270,7 @@ def calibration_summary(labels: Sequence[bool], scores: Sequence[float], bins: i
 def evaluate_relevance(
     rows: Sequence[dict[str, Any]],
     judge: Any,
-    progress: Progress = _noop,
+    progress: Progress = noop,
     calibration: bool = False,
     current_offset: float = 0.0,
     ci: bool = False,
@@ -372,7 +283,7 @@ def evaluate_relevance(
     adds ``"ci"``, 95 % bootstrap intervals of MAP, MRR and AUC over the questions)."""
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        _check_relevance_row(row)
+        check_relevance_row(row)
         grouped[str(row["question_id"])].append(row)
     ranked: list[tuple[str, list[bool], list[float]]] = []
     cjk: list[bool] = []  # per question: the script that picks the calibration's intercept
@@ -428,181 +339,6 @@ def evaluate_relevance(
     return result
 
 
-# ------------------------------------------------------------------------------------------- output
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
-
-
-def _table_rows(result: dict[str, Any], kind: str) -> tuple[list[str], list[list[str]]]:
-    if kind == "faithfulness":
-        columns = ["group", "n", "precision", "recall", "f1", "auc"]
-        sections = [("overall", {"all": result["overall"]}), ("task", result["by_task_type"])]
-        sections.append(("language", result["by_language"]))
-    else:
-        columns = ["group", "n_questions", "map", "mrr", "auc"]
-        sections = [("overall", {"all": result["overall"]}), ("language", result["by_language"])]
-    body = []
-    for section, entries in sections:
-        for name, stats in entries.items():
-            label = "overall" if section == "overall" else f"{section}={name}"
-            body.append([label] + [_fmt(stats[c]) for c in columns[1:]])
-    return columns, body
-
-
-def _calibration_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
-    """The reliability table (overall) and one ECE line per group, as a title, columns and rows."""
-    cal = result["calibration"]
-    groups = [("overall", cal["overall"])] + [(f"language={k}", v) for k, v in cal["by_language"].items()]
-    ece = ", ".join(f"{name} {_fmt(c['ece'])} (n {c['n']})" for name, c in groups)
-    offset = cal.get("offset", {})
-    if offset.get("suggested") is not None:
-        ece += (
-            f"; relevance_offset {offset['suggested']:g} (now {offset['current']:g}) would read ECE "
-            f"{offset['ece_after']:.3f} and a mean score of {offset['mean_score_after']:.3f} against "
-            f"{offset['positive_rate']:.3f} relevant"
-        )
-    scripts = {k: v for k, v in offset.get("by_script", {}).items() if v.get("suggested") is not None}
-    if len(scripts) == 2:  # both scripts in the file: each has an intercept, so each its own offset
-        other, cjk = scripts["other"], scripts["cjk"]
-        ece += (
-            f"; per script: relevance_offset {other['suggested']:g} (ECE {other['ece_after']:.3f}),"
-            f" relevance_offset_cjk {cjk['suggested']:g} (ECE {cjk['ece_after']:.3f})"
-        )
-    columns = ["score bin", "n", "mean score", "relevant share", "gap"]
-    body = []
-    for b in cal["overall"]["bins"]:
-        gap = None if not b["n"] else abs(b["mean_score"] - b["positive_rate"])
-        body.append(
-            [f"{b['low']:.1f}–{b['high']:.1f}", str(b["n"]), _fmt(b["mean_score"]), _fmt(b["positive_rate"]), _fmt(gap)]
-        )
-    return f"calibration: ECE (10 bins) {ece}", columns, body
-
-
-def _threshold_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
-    """The threshold table every 0.05, plus the judge's own threshold, the best one and, when asked, the one
-    for a precision."""
-    table = result["thresholds"]
-    cur, best = table["current"], table["best"]
-    title = (
-        f"claim threshold {cur['threshold']:g}: F1 {cur['f1']:.3f}; best {best['f1']:.3f} at {best['threshold']:g}"
-        f" ({table.get('setting', 'threshold')})"
-    )
-    wanted = table.get("for_precision")
-    for_p = wanted["row"] if wanted else None
-    if wanted:
-        title += f"; precision ≥ {wanted['min_precision']:g}: " + (
-            f"recall {for_p['recall']:.3f} at {for_p['threshold']:g}" if for_p else "no threshold reaches it"
-        )
-    columns = ["threshold", "precision", "recall", "f1", "flagged share"]
-    shown = [r for r in table["rows"] if round(r["threshold"] * 100) % 5 == 0 or r is best or r is for_p]
-
-    def marks(r: dict[str, Any]) -> str:
-        return (" best" if r is best else "") + (f" P≥{wanted['min_precision']:g}" if r is for_p and wanted else "")
-
-    body = [
-        [f"{r['threshold']:.2f}" + marks(r)]
-        + [_fmt(float(r[c])) for c in ("precision", "recall", "f1", "flagged_share")]
-        for r in shown
-    ]
-    return title, columns, body
-
-
-def _ci_rows(result: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
-    """The bootstrap intervals, one row per group."""
-    ci = result["ci"]
-    sections = [("overall", {"all": ci["overall"]})]
-    sections += [
-        (key.removeprefix("by_").removesuffix("_type"), ci[key]) for key in ("by_task_type", "by_language") if key in ci
-    ]
-    metrics = list(ci["overall"])
-    body = []
-    for section, entries in sections:
-        for name, intervals in entries.items():
-            label = "overall" if section == "overall" else f"{section}={name}"
-            body.append(
-                [label]
-                + ["—" if intervals[m] is None else f"{intervals[m][0]:.3f}–{intervals[m][1]:.3f}" for m in metrics]
-            )
-    title = f"{ci['level']:.0%} bootstrap intervals ({ci['resamples']} resamples of {ci['unit']}s)"
-    return title, ["group", *metrics], body
-
-
-def _extra_tables(result: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
-    tables = []
-    if "ci" in result:
-        tables.append(_ci_rows(result))
-    if "calibration" in result:
-        tables.append(_calibration_rows(result))
-    if "thresholds" in result:
-        tables.append(_threshold_rows(result))
-    return tables
-
-
-def _plain(title: str, columns: list[str], body: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in [columns, *body]) for i in range(len(columns))]
-    lines = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in body]
-    return lines
-
-
-def render_plain(result: dict[str, Any], kind: str, title: str) -> str:
-    """The result as aligned plain-text tables (used when rich is not installed)."""
-    lines = _plain(title, *_table_rows(result, kind))
-    for extra in _extra_tables(result):
-        lines += ["", *_plain(*extra)]
-    return "\n".join(lines)
-
-
-def _print_table(result: dict[str, Any], kind: str, title: str) -> None:
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        print(render_plain(result, kind, title))
-        return
-    tables = [(title, *_table_rows(result, kind)), *_extra_tables(result)]
-    console = Console()
-    for name, columns, body in tables:
-        table = Table(title=name)
-        for i, column in enumerate(columns):
-            table.add_column(column, justify="left" if i == 0 else "right")
-        for row in body:
-            table.add_row(*row)
-        console.print(table)
-
-
-@contextmanager
-def _progress(total: int, description: str, enabled: bool) -> Iterator[Progress]:
-    """A rich progress bar on stderr when it is a terminal; a no-op otherwise (pipes, CI, tests)."""
-    if not enabled or not sys.stderr.isatty():
-        yield _noop
-        return
-    try:
-        from rich.console import Console
-        from rich.progress import Progress as RichProgress
-    except ImportError:
-        yield _noop
-        return
-    with RichProgress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
-
-
-def _make_judge(name: str, settings: Any) -> Any:
-    """The judge as a worker would build it: from the settings (environment, ``--config-file``, flags), so
-    ``--judge llm`` and ``--judge cascade`` reach the endpoint in ``RAGWATCH_JUDGE_BASE_URL``/``_MODEL``."""
-    from ragwatch.scoring.judges import make_judges
-
-    return make_judges([name], settings)[0]
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ragwatch eval-judge",
@@ -611,7 +347,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("file", type=Path, help="JSONL file of faithfulness or relevance rows")
     parser.add_argument("--judge", default="offline", help="judge to evaluate (default: offline)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate only the first N rows")
+    parser.add_argument("--limit", type=int, metavar="N", help="evaluate only the first N rows (default: all)")
     parser.add_argument(
         "--calibration",
         action="store_true",
@@ -628,7 +364,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         metavar="P",
         help="--thresholds plus the threshold that flags the most hallucinated answers while at least a share P "
-        "of the flagged ones are hallucinated (for a team paging on faithfulness)",
+        "of the flagged ones are hallucinated (for a team paging on faithfulness; default: none)",
     )
     parser.add_argument(
         "--ci",
@@ -637,13 +373,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_settings_options(parser)
     return parser
-
-
-def add_settings_options(parser: argparse.ArgumentParser) -> None:
-    """The options of the evaluation commands that say where the settings (and the LLM judge) come from."""
-    parser.add_argument("--config-file", help="YAML settings file (default: $RAGWATCH_CONFIG_FILE)")
-    parser.add_argument("--judge-base-url", help="LLM judge endpoint (default: $RAGWATCH_JUDGE_BASE_URL)")
-    parser.add_argument("--judge-model", help="LLM judge model (default: $RAGWATCH_JUDGE_MODEL)")
 
 
 def run(
@@ -667,13 +396,7 @@ def run(
         if not 0.0 < min_precision < 1.0:
             raise EvalInputError(0, "--min-precision must be between 0 and 1 (e.g. 0.8)")
         thresholds = True
-    rows = load_rows(path, limit)
-    kind = detect_kind(rows[0])
-    check = _check_faithfulness_row if kind == "faithfulness" else _check_relevance_row
-    for row in rows:  # every row is checked before any is judged: a bad line 2,000 fails in a second
-        if detect_kind(row) != kind:
-            raise EvalInputError(int(row["__line__"]), f"a {kind} file cannot mix in rows of another kind")
-        check(row)
+    kind, rows = load_checked(path, limit)
     if calibration and kind != "relevance":
         raise EvalInputError(0, "--calibration needs a relevance file (graded relevances against labels)")
     if thresholds and (kind != "faithfulness" or judge_name not in THRESHOLD_SETTINGS):
@@ -686,10 +409,10 @@ def run(
         from ragwatch.settings import load_settings
 
         settings = load_settings()
-    judge = _make_judge(judge_name, settings)
+    judge = make_judge(judge_name, settings)
     try:
         started = time.perf_counter()
-        with _progress(len(rows), f"judging {path.name}", show_progress and len(rows) > 50) as advance:
+        with progress_bar(len(rows), f"judging {path.name}", show_progress and len(rows) > 50) as advance:
             if kind == "faithfulness":
                 result = evaluate_faithfulness(
                     rows, judge, advance, thresholds=thresholds, ci=ci, min_precision=min_precision
@@ -747,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         rate = outcome["rows"] / outcome["seconds"] if outcome["seconds"] > 0 else float("inf")
         title = f"{args.file.name} — {outcome['kind']}, judge {args.judge}, {outcome['rows']} rows, {rate:.0f} rows/s"
-        _print_table(outcome["result"], outcome["kind"], title)
+        print_tables(judge_tables(outcome["result"], outcome["kind"], title))
     return 0
 
 

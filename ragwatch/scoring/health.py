@@ -1,5 +1,7 @@
 """The worker's own HTTP endpoints: ``/metrics`` for Prometheus, ``/livez`` and ``/readyz`` for Kubernetes,
-and (when given one) the live quality page of :class:`~ragwatch.report.dashboard.Dashboard` at ``/dashboard``.
+and (when given one) the live quality page of :class:`~ragwatch.report.dashboard.Dashboard` at ``/dashboard``,
+behind its gate (the dashboard token), its ``.jsonl`` streamed (HTTP/1.0: the body ends when the connection
+closes), at most two store reads at once.
 
 ``/livez`` fails when the work loop has made no progress for a while (stuck, not merely idle or slow: an
 idle loop still turns once per blocking read, and a busy one marks progress each time a sample finishes);
@@ -66,9 +68,21 @@ def serve_worker_http(
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path, _, query = self.path.partition("?")
-            page = dashboard.handle(path, query) if dashboard is not None else None
+            page = None
+            if dashboard is not None:
+                headers = [
+                    (k.lower().encode("latin-1"), v.encode("latin-1", "replace")) for k, v in self.headers.items()
+                ]
+                page = dashboard.serve(path, query, headers, self.client_address[0])
             if page is not None:
-                self._reply(page.status, page.body, page.content_type, page.headers)
+                try:
+                    self._reply(page.status, page.body, page.content_type, page.headers)
+                    for piece in page.chunks or ():  # streamed: the connection closes after the last piece
+                        self.wfile.write(piece)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the reader went away; its slot is freed below
+                finally:
+                    page.close()
             elif path == "/metrics":
                 self._reply(200, generate_latest(scrape), CONTENT_TYPE_LATEST)
             elif path == "/livez":

@@ -17,6 +17,7 @@ Threads, not processes: judges calling an LLM spend their time waiting on the ne
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -34,11 +35,14 @@ from ragwatch.errors import QueueError, QueueFullError
 from ragwatch.labels import safe_text
 from ragwatch.metrics.catalog import WorkerMetrics
 from ragwatch.mode.sla import SLAEvaluator
-from ragwatch.queue.contract import Entry, Queue
+from ragwatch.queue.contract import Entry, Queue, Retention
 from ragwatch.sampling.sample import Limits, Sample, SampleDecodeError, decode_sample
-from ragwatch.scoring.diagnosis import Thresholds, diagnose
+from ragwatch.scoring.content import without_text
+from ragwatch.scoring.diagnosis import Thresholds, diagnose_all
 from ragwatch.scoring.evaluation_events import EvaluationEvents
 from ragwatch.scoring.judges.base import Judge
+from ragwatch.scoring.judges.budget import JudgeTimeExceeded, time_budget
+from ragwatch.settings import JUDGE_TIME_BUDGET_S
 
 __all__ = ["SKIP_REASONS", "ScoreRecord", "Scoring", "Worker", "not_a_sample"]
 
@@ -67,6 +71,8 @@ class ScoreRecord:
     diagnosis: str
     tags: dict[str, str] = field(default_factory=dict)  # force_sample tags: the report's per-tag slices
     span_id: str | None = None  # the sampled request's span: evaluation events are parented to it
+    diagnoses: list[str] = field(default_factory=list)  # every label, causal order; diagnosis is the first
+    service_version: str | None = None  # the producer's service_version setting: a change is a chart marker
 
 
 #: Why a delivered entry was acknowledged without being scored (``ragwatch_scoring_skipped_total``): over
@@ -103,6 +109,9 @@ class Scoring:
     see each record applied for the first time; their errors are contained.
     """
 
+    time_budget_s: float | None = JUDGE_TIME_BUDGET_S
+    content = True
+
     def __init__(
         self,
         queue: Queue,
@@ -113,9 +122,13 @@ class Scoring:
         thresholds: Thresholds | None = None,
         evaluation_events: EvaluationEvents | None = None,
         on_score: Sequence[Callable[[ScoreRecord], None]] = (),
+        time_budget_s: float | None = JUDGE_TIME_BUDGET_S,
+        content: bool = True,
     ) -> None:
         self.queue = queue
         self.judges = list(judges)
+        self.content = content  # False (content_off): records keep the scores, no text (scoring.content)
+        self.time_budget_s = time_budget_s  # per judge call (judges.budget); None or 0: unbounded
         self.metrics = metrics
         self.evaluator = evaluator
         self.thresholds = thresholds or Thresholds()
@@ -131,7 +144,8 @@ class Scoring:
         timings: dict[str, float] = {}
         for judge in self.judges:
             started = time.perf_counter()
-            verdict = judge.score(sample)
+            with time_budget(self.time_budget_s):
+                verdict = judge.score(sample)
             elapsed = time.perf_counter() - started
             timings[judge.name] = elapsed
             timer = self._timers.get(judge.name)
@@ -151,7 +165,8 @@ class Scoring:
             ),
             None,
         )
-        return ScoreRecord(
+        labels = list(diagnose_all(scores, relevances, self.thresholds))
+        record = ScoreRecord(
             sample_id=sample.sample_id,
             trace_id=sample.trace_id,
             service=sample.service,
@@ -167,10 +182,13 @@ class Scoring:
             model=sample.model,
             route=sample.route,
             reason=sample.reason,
-            diagnosis=diagnose(scores, relevances, self.thresholds),
+            diagnosis=labels[0],
             tags=dict(sample.tags),
             span_id=sample.span_id,
+            diagnoses=labels,
+            service_version=sample.service_version,
         )
+        return record if self.content else without_text(record)
 
     def store(self, scored: Sequence[tuple[ScoreRecord, bytes, str | None]]) -> list[bool | None]:
         """Apply (record, encoded record, client id) triples once per sample id, in one round trip.
@@ -188,7 +206,8 @@ class Scoring:
             if m is not None:
                 for metric, value in record.scores.items():
                     m.scores.labels(service, metric).observe(value)
-                m.diagnoses.labels(service, record.diagnosis).inc()
+                for label in record.diagnoses or [record.diagnosis]:  # each label once per sample
+                    m.diagnoses.labels(service, label).inc()
             self.evaluation_events.emit_record(record)  # scores next to traces; never raises
             for callback in self.on_score:
                 try:
@@ -204,6 +223,7 @@ class Scoring:
         except QueueFullError as exc:
             results: list[bool | None] = exc.results or [None] * len(items)
         self.queue.trim_scored()  # frees the memory of acknowledged entries, then one more try
+        self.relieve(pressure=True)  # …and of score records and old markers: a refused write is pressure
         retry = [i for i, r in enumerate(results) if r is None]
         try:
             again: list[bool | None] = list(self.queue.apply_many([items[i] for i in retry]))
@@ -212,6 +232,33 @@ class Scoring:
         for i, result in zip(retry, again, strict=True):
             results[i] = result
         return results
+
+    def relieve(self, pressure: bool = False) -> Retention:
+        """Keep score records and idempotency markers within their byte budgets (harder under memory
+        pressure) and export Redis's memory headroom and what was trimmed."""
+        retention = self.queue.trim_retention(pressure)
+        m = self.metrics
+        if m is None:
+            return retention
+        service = self.queue.service
+        if retention.headroom is None:  # no maxmemory (or in process): no series, rather than a false 0
+            with contextlib.suppress(KeyError):
+                m.redis_headroom.remove(service)
+        else:
+            m.redis_headroom.labels(service).set(retention.headroom)
+        if retention.scores:
+            m.redis_trimmed.labels(service, "scores").inc(retention.scores)
+        if retention.markers:
+            m.redis_trimmed.labels(service, "markers").inc(retention.markers)
+        if retention.scores or retention.markers:
+            log.warning(
+                "ragwatch worker: trimmed %d score records and %d idempotency markers of %s (%s)",
+                retention.scores,
+                retention.markers,
+                service,
+                "Redis memory pressure" if retention.pressure else "over their byte budgets",
+            )
+        return retention
 
     def evaluate(self) -> None:
         """Evaluate the SLA window once (export window and threshold gauges, switch the mode if due)."""
@@ -247,6 +294,7 @@ class Worker:
         evaluation_events: EvaluationEvents | None = None,
         admit: Callable[[], bool] | None = None,
         on_score: Sequence[Callable[[ScoreRecord], None]] = (),
+        judge_time_budget_s: float | None = JUDGE_TIME_BUDGET_S,
     ) -> None:
         """``evaluation_events`` emits each recorded score as a ``gen_ai.evaluation.result`` event on the
         judged request's trace; by default through the global LoggerProvider (off until one is set)."""
@@ -259,6 +307,7 @@ class Worker:
             thresholds=thresholds,
             evaluation_events=evaluation_events,
             on_score=on_score,
+            time_budget_s=judge_time_budget_s,
         )
         self.judges = self.scoring.judges
         self.on_score = self.scoring.on_score
@@ -299,6 +348,8 @@ class Worker:
                     "oversized",
                     "queue_full",
                     "trimmed",
+                    "over_time_budget",
+                    "lost",
                 )
             }
             if metrics
@@ -307,6 +358,7 @@ class Worker:
         self._skipped = {r: metrics.skipped.labels(service, r) for r in SKIP_REASONS} if metrics else {}
         self._skip_logged = float("-inf")
         self._errors = metrics.queue_errors.labels(service, "worker") if metrics else None
+        self._backlog = (0, 0)  # (lag + pending, self.processed) as of the last stats
 
     # -- the loop ---------------------------------------------------------------------------------------
     def work(self, *, burst: bool = False, max_seconds: float | None = None) -> int:
@@ -326,7 +378,8 @@ class Worker:
                 self.last_loop = time.monotonic()
                 try:
                     if not self.ready:
-                        self.queue.ensure_group()
+                        if self.queue.ensure_group() and self.reached:  # it existed, and vanished
+                            self._count_lost()
                         self.ready = self.reached = True
                     if time.monotonic() >= next_maintenance or burst:
                         self._maintenance()
@@ -368,9 +421,25 @@ class Worker:
         """Finish the entries in flight, then return from :meth:`work`."""
         self._stop.set()
 
+    def _count_lost(self) -> None:
+        """The stream vanished with what it held (Redis restarted empty) and this worker recreated its
+        group: count as ``lost`` the entries it last saw waiting or pending, less those it handled since —
+        an estimate as old as the last maintenance pass, counted once however many workers run."""
+        backlog, processed = self._backlog
+        lost = max(0, backlog - (self.processed - processed))
+        self._backlog = (0, self.processed)
+        self._count("lost", lost)
+        log.error(
+            "ragwatch worker: the sample stream of %s vanished (Redis restarted empty?); about %d sampled "
+            "requests waiting in it were lost unscored",
+            self.queue.service,
+            lost,
+        )
+
     # -- steps --------------------------------------------------------------------------------------------
     def _maintenance(self) -> None:
         self.queue.trim_scored()  # first: it frees memory when Redis is full and refuses everything else
+        self.scoring.relieve()  # then score records and markers over their budgets, or under pressure
         try:
             self.queue.heartbeat(self.name)
         except QueueFullError as exc:  # keep scoring: that, and trimming, is what empties a full Redis
@@ -382,8 +451,9 @@ class Worker:
         if claimed:
             self._handle(claimed)
         self.scoring.evaluate()
+        stats = self.queue.stats()
+        self._backlog = (stats.lag + stats.pending, self.processed)  # what a vanished stream would have held
         if self._m is not None:
-            stats = self.queue.stats()
             service = self.queue.service
             self._m.length.labels(service).set(stats.length)
             self._m.pending.labels(service).set(stats.pending)
@@ -506,7 +576,9 @@ class Worker:
 
     def _failed(self, entry: Entry, exc: Exception) -> None:
         error = safe_text(f"{type(exc).__name__}: {exc}")  # a judge's error may quote a whole response
-        if entry.deliveries >= self.max_deliveries:
+        if isinstance(exc, JudgeTimeExceeded):  # the same text takes as long again: never retried
+            self._dead(entry, error, "over_time_budget")
+        elif entry.deliveries >= self.max_deliveries:
             self._dead(entry, error, "dead_lettered")
         else:  # left pending: claimed again after claim_idle, by this worker or another
             self._count("retry")

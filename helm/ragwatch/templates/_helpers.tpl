@@ -56,6 +56,22 @@ app.kubernetes.io/component: worker
 {{- default (printf "%s-secrets" (include "ragwatch.fullname" .)) .Values.existingSecret -}}
 {{- end -}}
 
+{{/* A secret value: the one given in values, else the one the installed Secret already holds (kept across
+upgrades), else a fresh random one. Args: dict root, key (the Secret key), value. */}}
+{{- define "ragwatch.generatedSecret" -}}
+{{- if .value -}}
+{{- .value -}}
+{{- else -}}
+{{- $existing := lookup "v1" "Secret" .root.Release.Namespace (include "ragwatch.secretName" .root) -}}
+{{- $data := (get ($existing | default dict) "data") | default dict -}}
+{{- if hasKey $data .key -}}
+{{- index $data .key | b64dec -}}
+{{- else -}}
+{{- randAlphaNum 40 -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The {name, key} of the Secret holding the Redis password, or an empty dict. keda.passwordSecret is the
 older name of the same thing: both may be set only when they agree. */}}
 {{- define "ragwatch.redisPasswordSecret" -}}
@@ -88,7 +104,8 @@ env:
   {{- end }}
 {{- end -}}
 
-{{/* Worker environment: Redis, plus the LLM judge's API key (the replay job never gets it). */}}
+{{/* Worker environment: Redis, plus the LLM judge's API key (the replay job never gets it) and the
+dashboard token while the page is on. */}}
 {{- define "ragwatch.env" -}}
 {{ include "ragwatch.redisEnv" . }}
   - name: RAGWATCH_JUDGE_API_KEY
@@ -97,6 +114,25 @@ env:
         name: {{ include "ragwatch.secretName" . }}
         key: judge-api-key
         optional: true
+  {{- if .Values.worker.dashboard }}
+  - name: RAGWATCH_DASHBOARD_TOKEN
+    valueFrom:
+      secretKeyRef:
+        name: {{ include "ragwatch.secretName" . }}
+        key: dashboard-token
+  {{- end }}
+{{- end -}}
+
+{{/* Replay environment: Redis, plus the probe secret that signs its probes (unless replay.unsigned). */}}
+{{- define "ragwatch.replayEnv" -}}
+{{ include "ragwatch.redisEnv" . }}
+  {{- if not .Values.replay.unsigned }}
+  - name: RAGWATCH_PROBE_SECRET
+    valueFrom:
+      secretKeyRef:
+        name: {{ include "ragwatch.secretName" . }}
+        key: probe-secret
+  {{- end }}
 {{- end -}}
 
 {{/* Egress both workers and the replay job need: DNS and Redis. */}}
@@ -118,4 +154,21 @@ env:
     - protocol: TCP
       port: {{ . }}
     {{- end }}
+{{- end }}
+
+
+{{/* Ingress of the worker port: Prometheus's namespace, and (while the dashboard is on) its peers. */}}
+{{- define "ragwatch.workerIngress" -}}
+- from:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: {{ .Values.networkPolicy.metricsNamespace | quote }}
+    {{- if .Values.worker.dashboard }}
+    {{- with .Values.networkPolicy.dashboardFrom }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+    {{- end }}
+  ports:
+    - protocol: TCP
+      port: {{ .Values.worker.port }}
 {{- end }}

@@ -1,9 +1,11 @@
-/* ragwatch dashboard: draws the view data (ragwatch/view.py) with uPlot.
+/* ragwatch dashboard: draws the view data (ragwatch/report/view.py) with uPlot.
  *
  * One file for both views: the static HTML report carries its data in <script type="application/json"
- * id="rw-data">; the live page fetches "<its own path>.json" every few seconds. All user text (questions,
- * answers, claims, chunk ids, routes, models, tags) reaches the page through text nodes only: nothing here
- * sets innerHTML, href or src, so planted markup shows as the characters it is made of.
+ * id="rw-data">; the live page fetches "<its own path>.json" with its own query string (range, filters,
+ * the dashboard token) every few seconds. All user text (questions, answers, claims, chunk ids, routes,
+ * models, tags) reaches the page through text nodes only: nothing here sets innerHTML or src, and the one
+ * href (a card's trace link) is set only to an http(s) URL the server built from the operator's
+ * trace_url_template with the trace id percent-encoded.
  */
 (function () {
   "use strict";
@@ -23,11 +25,16 @@
     retrieval_miss: "#dc2626",
     unknown: "#9ca3af",
   };
+  var MARK_COLORS = { mode: "#dc2626", judge: "#7c3aed", version: "#0f766e" };
   var DIAG_ORDER = ["healthy", "off_topic", "hallucination", "noisy_retrieval", "retrieval_miss", "unknown"];
+  var RANGES = ["15m", "1h", "6h", "24h"];
   var ICON = { ok: "\u2705", warn: "\u26a0\ufe0f", fail: "\u274c", "no data": "\u2013" };
   var WARN_BAND = 0.05;
+  var PAGE_SIZE = 3;
+  var FETCH_TIMEOUT_MS = 20000;
+  var TZ = (Intl.DateTimeFormat().resolvedOptions().timeZone) || "local time";
 
-  var state = { charts: [], data: null, rendered: 0, error: null };
+  var state = { charts: [], data: null, rendered: 0, error: null, page: 0, live: false, loads: 0 };
   window.ragwatch = state;
 
   function el(tag, cls) {
@@ -45,7 +52,7 @@
     return x === null || x === undefined ? "\u2013" : Number(x).toFixed(digits === undefined ? 3 : digits);
   }
 
-  function delta(x) {
+  function signed(x) {
     return x === null || x === undefined ? "\u2013" : (x >= 0 ? "+" : "") + Number(x).toFixed(3);
   }
 
@@ -53,6 +60,7 @@
     return (n < 10 ? "0" : "") + n;
   }
 
+  // one date format everywhere: ISO 8601 in the browser's time zone, which the header names
   function when(t) {
     if (t === null || t === undefined) return "\u2013";
     var d = new Date(t * 1000);
@@ -60,6 +68,13 @@
       d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
       pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds())
     );
+  }
+
+  function tick(t, span) {
+    var s = when(t);
+    if (span >= 86400) return s.slice(0, 16);  // 2026-05-01 14:00
+    if (span >= 600) return s.slice(11, 16);  // 14:00
+    return span >= 30 ? s.slice(11) : s.slice(11) + "." + Math.floor((t * 10) % 10);  // 14:00:30 / 14:00:30.4
   }
 
   // "min": the threshold is a floor (quality scores); "max": a ceiling (hallucination_rate, a rate of bad answers)
@@ -97,6 +112,28 @@
     return s / 86400 + " d";
   }
 
+  function rangeName(r) {
+    if (!r) return "";
+    if (r.name === "all") return "every record read";
+    if (r.name === "custom") return "chosen range";
+    return "last " + r.name;
+  }
+
+  // -- the breaker in words: ragwatch/report/now.py breaker_words says the same --------------------------
+  function breakerWords(b) {
+    if (!b) return "mode: not in this source";
+    var dwell = b.not_before ? "; not before " + when(b.not_before) + " (minimum dwell)" : "";
+    if (b.state === "forced_on") return "degraded by an operator since " + when(b.since) + "; stays until `ragwatch degrade auto`";
+    if (b.state === "forced_off") return "normal by an operator (the window is not acted on) until `ragwatch degrade auto`";
+    if (b.state === "degraded") {
+      var progress = b.leave.so_far !== null && b.leave.so_far !== undefined ? b.leave.so_far.toFixed(0) + " s so far" : "not there yet";
+      return "degraded since " + when(b.since) + "; leaves when " + b.metric + " " + b.leave.op + " " +
+        b.leave.line.toFixed(2) + " for " + b.leave.hold.toFixed(0) + " s \u2014 " + progress + dwell;
+    }
+    return "normal" + (b.since ? " since " + when(b.since) : "") + "; enters degraded when " + b.metric + " " +
+      b.enter.op + " " + b.enter.line.toFixed(2) + " over at least " + b.enter.min_samples + " samples" + dwell;
+  }
+
   // -- charts ---------------------------------------------------------------------------------------------
   function shade(periods) {
     return function (u) {
@@ -115,19 +152,66 @@
     };
   }
 
+  // markers: a dashed line and a short label for each change (mode switch, judge version, service version)
+  function marks(list) {
+    return function (u) {
+      var ctx = u.ctx;
+      var dpr = window.devicePixelRatio || 1;
+      ctx.save();
+      ctx.font = Math.round(10 * dpr) + "px system-ui, sans-serif";
+      ctx.setLineDash([4 * dpr, 3 * dpr]);
+      ctx.lineWidth = dpr;
+      var lastLabel = -1e9;
+      for (var i = 0; i < list.length; i++) {
+        var x = Math.round(u.valToPos(list[i].t, "x", true));
+        if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+        ctx.strokeStyle = ctx.fillStyle = MARK_COLORS[list[i].kind] || "#334155";
+        ctx.beginPath();
+        ctx.moveTo(x, u.bbox.top);
+        ctx.lineTo(x, u.bbox.top + u.bbox.height);
+        ctx.stroke();
+        if (x - lastLabel > 70 * dpr) {  // labels that would overlap are left to the tooltip
+          ctx.fillText(list[i].label, x + 3 * dpr, u.bbox.top + 11 * dpr);
+          lastLabel = x;
+        }
+      }
+      ctx.restore();
+    };
+  }
+
   function chartWidth(container, columns) {
     var w = container.clientWidth || 1100;
     return Math.max(280, Math.floor((w - (columns - 1) * 16) / columns) - 12);  // minus the frame: padding + border
+  }
+
+  function timeAxis(data) {
+    var span = xRange(data)[1] - xRange(data)[0];
+    return {
+      stroke: "#475569",
+      label: "time (" + TZ + ")",
+      labelSize: 18,
+      size: 34,
+      values: function (u, splits) { return splits.map(function (t) { return tick(t, span); }); },
+    };
+  }
+
+  function xSeries() {
+    return { value: function (u, v) { return v === null || v === undefined ? "" : when(v); } };
+  }
+
+  function hooks(data) {
+    return { drawClear: [shade(data.degraded_periods || [])], draw: [marks(data.markers || [])] };
   }
 
   function scoreChart(host, data, metric, width) {
     var s = data.timeline.series[metric];
     var t = xs(data);
     var threshold = data.thresholds[metric];
+    var perBucket = "samples / " + stepLabel(data.timeline.step);
     var series = [
-      {},
+      xSeries(),
       {
-        label: "samples / " + stepLabel(data.timeline.step),
+        label: perBucket,
         scale: "n",
         stroke: "#cbd5e1",
         fill: "rgba(148, 163, 184, 0.35)",
@@ -141,22 +225,23 @@
       series.push({ label: "threshold " + bound(direction(data, metric)) + num(threshold, 2), stroke: "#b91c1c", dash: [6, 4], width: 1.5, points: { show: false } });
       columns.push(t.map(function () { return threshold; }));
     }
+    var merged = Object.keys(data.merged || {}).filter(function (k) { return data.merged[k] === metric; });
     var opts = {
       width: width,
-      height: 210,
-      title: metric,
+      height: 180,
+      title: metric + (merged.length ? " (= " + merged.join(", ") + ")" : ""),
       scales: {
         x: { time: true, range: xRange(data) },
         y: { range: [0, 1] },
         n: { range: function (u, min, max) { return [0, Math.max(1, max) * 3]; } },
       },
       axes: [
-        { stroke: "#475569" },
-        { scale: "y", stroke: "#475569", size: 52 },
-        { scale: "n", side: 1, stroke: "#94a3b8", grid: { show: false }, size: 36 },
+        timeAxis(data),
+        { scale: "y", stroke: "#475569", size: 44, label: "mean score", labelSize: 16 },
+        { scale: "n", side: 1, stroke: "#94a3b8", grid: { show: false }, size: 40, label: perBucket, labelSize: 16 },
       ],
       series: series,
-      hooks: { drawClear: [shade(data.degraded_periods || [])] },
+      hooks: hooks(data),
     };
     var wrap = el("div", "chart", null);
     wrap.setAttribute("data-metric", metric);
@@ -186,7 +271,7 @@
         return sum;
       }));
     });
-    var series = [{}];
+    var series = [xSeries()];
     var columns = [t];
     for (var k = names.length - 1; k >= 0; k--) {  // tallest first, so each shorter stack is drawn on top
       (function (name, k) {
@@ -204,18 +289,122 @@
     }
     var opts = {
       width: width,
-      height: 210,
-      title: "diagnosis mix (share of scored samples)",
+      height: 180,
+      title: "diagnosis labels (share of labels per bucket)",
       scales: { x: { time: true, range: xRange(data) }, y: { range: [0, 100] } },
-      axes: [{ stroke: "#475569" }, { stroke: "#475569", size: 52, values: function (u, vals) { return vals.map(function (v) { return v + "%"; }); } }],
+      axes: [timeAxis(data), { stroke: "#475569", size: 44, label: "share of labels", labelSize: 16,
+        values: function (u, vals) { return vals.map(function (v) { return v + "%"; }); } }],
       series: series,
-      hooks: { drawClear: [shade(data.degraded_periods || [])] },
+      hooks: hooks(data),
     };
     var wrap = el("div", "chart", null);
     wrap.setAttribute("data-metric", "diagnosis_mix");
     host.append(wrap);
     var u = new uPlot(opts, columns, wrap);
     state.charts.push({ name: "diagnosis_mix", kind: "mix", points: totals.filter(Boolean).length, plot: u });
+  }
+
+  // -- query: range and filters live in the page's own query string ------------------------------------------
+  function query() {
+    return new URLSearchParams(location.search);
+  }
+
+  function navigate(changes) {
+    var q = query();
+    Object.keys(changes).forEach(function (k) {
+      if (changes[k] === null || changes[k] === "") q.delete(k);
+      else q.set(k, changes[k]);
+    });
+    history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q.toString() : ""));
+    state.page = 0;
+    poll(config());
+  }
+
+  function select(name, label, options, current) {
+    var s = el("select", null, el("option", null, label + ": all"));
+    s.options[0].value = "";
+    options.forEach(function (o) {
+      var opt = el("option", null, o);
+      opt.value = o;
+      if (o === current) opt.selected = true;
+      s.append(opt);
+    });
+    s.name = name;
+    s.setAttribute("aria-label", label);
+    return s;
+  }
+
+  function localInput(t) {
+    var s = when(t);
+    return s === "\u2013" ? "" : s.slice(0, 16).replace(" ", "T");
+  }
+
+  function controls(data) {
+    var r = data.range || {};
+    var bar = el("div", "controls");
+    var ranges = el("div", "ranges", el("span", "label", "range "));
+    RANGES.forEach(function (name) {
+      var b = el("button", name === r.name ? "on" : null, name);
+      b.type = "button";
+      b.setAttribute("data-range", name);
+      b.addEventListener("click", function () { navigate({ range: name, from: null, to: null }); });
+      ranges.append(b);
+    });
+    var from = el("input");
+    from.type = "datetime-local";
+    from.name = "from";
+    from.value = r.name === "custom" ? localInput(r.start) : "";
+    var to = el("input");
+    to.type = "datetime-local";
+    to.name = "to";
+    to.value = r.name === "custom" ? localInput(r.end) : "";
+    var custom = el("button", r.name === "custom" ? "on" : null, "custom");
+    custom.type = "button";
+    custom.setAttribute("data-range", "custom");
+    custom.addEventListener("click", function () {
+      var f = from.value ? new Date(from.value).getTime() / 1000 : null;
+      var t = to.value ? new Date(to.value).getTime() / 1000 : null;
+      navigate({ range: null, from: f === null ? null : String(f), to: t === null ? null : String(t) });
+    });
+    ranges.append(from, to, custom);
+    bar.append(ranges);
+
+    var f = data.filters || {};
+    var o = data.filter_options || {};
+    var finds = el("div", "filters", el("span", "label", "find "));
+    var diag = select("diagnosis", "diagnosis", o.diagnosis || [], f.diagnosis);
+    var route = select("route", "route", o.route || [], f.route);
+    var model = select("model", "model", o.model || [], f.model);
+    var tag = select("tag", "tag", o.tag || [], f.tag);
+    var metric = select("metric", "metric", data.heatmap.metrics, f.metric);
+    var lo = el("input");
+    lo.type = "number"; lo.step = "0.05"; lo.min = "0"; lo.max = "1"; lo.name = "min"; lo.placeholder = "min";
+    lo.value = f.low === null || f.low === undefined ? "" : f.low;
+    var hi = el("input");
+    hi.type = "number"; hi.step = "0.05"; hi.min = "0"; hi.max = "1"; hi.name = "max"; hi.placeholder = "max";
+    hi.value = f.high === null || f.high === undefined ? "" : f.high;
+    var text = el("input");
+    text.type = "search"; text.name = "q"; text.placeholder = "question, answer, sample or trace id";
+    text.value = f.text || "";
+    var apply = el("button", null, "apply");
+    apply.type = "button";
+    apply.name = "apply";
+    function go() {
+      navigate({ diagnosis: diag.value, route: route.value, model: model.value, tag: tag.value,
+        metric: metric.value, min: lo.value, max: hi.value, q: text.value });
+    }
+    apply.addEventListener("click", go);
+    text.addEventListener("keydown", function (e) { if (e.key === "Enter") go(); });
+    [diag, route, model, tag].forEach(function (s) { s.addEventListener("change", go); });
+    var clear = el("button", null, "clear");
+    clear.type = "button";
+    clear.name = "clear";
+    clear.addEventListener("click", function () {
+      navigate({ diagnosis: null, route: null, model: null, tag: null, metric: null, min: null, max: null, q: null });
+    });
+    finds.append(diag, route, model, tag, metric, lo, hi, text, apply, clear);
+    bar.append(finds);
+    return bar;
   }
 
   // -- sections -------------------------------------------------------------------------------------------
@@ -230,30 +419,72 @@
       el("h1", null, "ragwatch health", el("span", "services", data.services.length ? data.services.join(", ") : "no service")),
       badge
     );
+    var r = data.range || {};
+    var start = r.start !== null && r.start !== undefined ? r.start : r.first_at;
+    var end = r.end !== null && r.end !== undefined ? r.end : RANGES.indexOf(r.name) >= 0 ? data.generated_at : r.last_at;
     var facts = el(
       "p", "facts",
       data.samples + " scored samples",
-      data.first_at ? " \u00b7 " + when(data.first_at) + " \u2192 " + when(data.last_at) : "",
+      " in " + when(start) + " \u2192 " + when(end) + " (" + rangeName(r) + ")",
       " \u00b7 generated " + when(data.generated_at),
       data.source ? " \u00b7 from " + data.source : "",
-      data.previous_at ? " \u00b7 \u0394 against " + when(data.previous_at) : ""
+      data.previous_at ? " \u00b7 \u0394 against " + when(data.previous_at) : "",
+      " \u00b7 times in " + TZ
     );
     var out = [head, facts];
-    var judges = data.judges || [];
-    if (judges.length) {
-      out.push(el("p", "judges", "scored by " + judges.map(function (j) {
-        return j.name + " " + j.version + " (" + j.samples + ")";
-      }).join(" \u00b7 ")));
-    }
-    (data.mixed_judges || []).forEach(function (name) {
-      out.push(el("p", "mixed-judges", "\u26a0\ufe0f " + name + " scored this window under more than one version " +
-        "(weights, threshold or relevance offset changed): scores from either side of the change do not measure the same thing."));
-    });
-    if (mode && mode.degraded && mode.reason) out.push(el("p", "reason", "Degraded since " + when(mode.since) + ": " + mode.reason));
-    if (data.look_first) {
-      out.push(el("p", "look-first", el("strong", null, "Look first at " + data.look_first + ": "), data.advice));
+    var active = Object.keys(data.filters || {}).filter(function (k) { return data.filters[k] !== null; });
+    if (active.length) {
+      out.push(el("p", "filtered", "filtered: " + active.map(function (k) { return k + " " + data.filters[k]; }).join(" \u00b7 ") +
+        " (the now-panel is never filtered)"));
     }
     return out;
+  }
+
+  function nowPanel(data) {
+    var now = data.now;
+    var s = el("section", "now", el("h2", null, "Now", el("span", "note",
+      now ? "the live window that decides the mode, as of " + when(now.as_of) + " (from the " + now.from + ")" : "")));
+    if (!now) {
+      s.append(el("p", "muted", "No live window in this view (no SLA policy, or a report built without it)."));
+      return s;
+    }
+    s.append(el("p", "breaker " + (now.breaker ? now.breaker.state : "none"), breakerWords(now.breaker)));
+    var table = el("table", "now-windows");
+    table.append(el("thead", null, el("tr", null, el("th", null, "metric"), el("th", "n", "window"), el("th", "n", "threshold"),
+      el("th", "n", "margin"), el("th", "n", "samples"), el("th", null, "status"))));
+    var body = el("tbody");
+    now.windows.forEach(function (w) {
+      var st = status(w.value, w.threshold, w.direction);
+      body.append(el("tr", "status-" + st.replace(" ", "-"),
+        el("td", null, w.metric, w.sla ? el("span", "kind", "SLA") : null),
+        el("td", "n window-value", num(w.value)),
+        el("td", "n", w.threshold === null ? "\u2013" : bound(w.direction) + num(w.threshold)),
+        el("td", "n", signed(w.margin)),
+        el("td", "n", w.samples + (w.enough ? "" : " (too few)")),
+        el("td", "icon", (ICON[st] || "") + " " + st)));
+    });
+    table.append(body);
+    s.append(table);
+    return s;
+  }
+
+  function opsPanel(data) {
+    var o = data.operations;
+    if (!o) return null;
+    var s = el("div", "ops");
+    if (!o.available) {
+      s.append(el("p", "muted", o.note, o.error ? " (" + o.error + ")" : ""));
+      return s;
+    }
+    function tile(label, value) { return el("div", "tile", el("span", "label", label), el("strong", null, value)); }
+    s.append(
+      tile("requests / s", num(o.rate_per_second, 2)),
+      tile("errors", o.error_ratio === null ? "\u2013" : (100 * o.error_ratio).toFixed(1) + "%"),
+      tile("p95 latency", o.p95_seconds === null ? "\u2013" : (o.p95_seconds * 1000).toFixed(0) + " ms"),
+      tile("cost / hour", "$" + num(o.cost_per_hour, 4)),
+      el("span", "note", "since " + when(o.since) + " \u00b7 " + o.from)
+    );
+    return s;
   }
 
   function metricTable(data) {
@@ -264,7 +495,7 @@
     data.metrics.forEach(function (r) {
       var tr = el("tr", "status-" + r.status.replace(" ", "-"),
         el("td", null, r.metric), el("td", "n", r.samples), el("td", "n", num(r.mean)), el("td", "n", num(r.std)),
-        el("td", "n", delta(r.delta)), el("td", "n", r.threshold === null ? "\u2013" : bound(r.direction) + num(r.threshold)),
+        el("td", "n", signed(r.delta)), el("td", "n", r.threshold === null ? "\u2013" : bound(r.direction) + num(r.threshold)),
         el("td", "icon", (ICON[r.status] || "") + " " + r.status));
       body.append(tr);
     });
@@ -316,17 +547,36 @@
     return p;
   }
 
-  function sampleCard(w, data) {
+  function traceRef(w) {
+    if (!w.trace_id) return null;
+    var span = el("span", "trace", "trace ");
+    var link = w.trace_link;
+    if (link && /^https?:\/\//i.test(link)) {
+      var a = el("a", null, el("code", null, w.trace_id));
+      a.href = link;
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      span.append(a);
+    } else {
+      span.append(el("code", null, w.trace_id));
+    }
+    return span;
+  }
+
+  function sampleCard(group, data) {
+    var w = group.sample;
     var th = data.thresholds[w.metric];
     var card = el("article", "sample");
     card.setAttribute("data-sample-id", w.sample_id);
     card.append(el("div", "sample-head",
       el("span", "score " + status(w.score, th, direction(data, w.metric)), num(w.score, 2)),
       el("span", "metric", w.metric),
-      w.diagnosis ? el("span", "diag", w.diagnosis) : null,
+      group.count > 1 ? el("span", "count", group.count + " samples asked this and failed") : null,
+      w.diagnoses.map(function (d) { return el("span", "diag", d); }).reduce(function (f, n) { f.append(n); return f; }, document.createDocumentFragment()),
       w.route ? el("span", "tagline", "route " + w.route) : null,
       w.model ? el("span", "tagline", "model " + w.model) : null,
       el("span", "tagline", when(w.created_at)),
+      traceRef(w),
       el("code", "sid", w.sample_id)));
     card.append(el("p", "question", el("span", "label", "Q "), w.question === null ? "(no question stored)" : w.question));
     card.append(highlighted(w.answer, w.claims));
@@ -355,39 +605,91 @@
       });
       card.append(chunks);
     }
+    if (group.others.length) {
+      card.append(el("p", "others muted", "also: " + group.others.slice(0, 4).map(function (o) {
+        return o.sample_id + " (" + o.metric + " " + num(o.score, 2) + ")";
+      }).join(", ") + (group.count - 1 > Math.min(4, group.others.length) ? ", \u2026" : "")));
+    }
     return card;
   }
 
-  function section(title, note) {
-    var s = el("section", null, el("h2", null, title, note ? el("span", "note", note) : null));
+  function worstSection(data) {
+    var groups = data.worst;
+    var pages = Math.max(1, Math.ceil(groups.length / PAGE_SIZE));
+    state.page = Math.min(state.page, pages - 1);
+    var s = section("Worst samples", "past a threshold, one card per question (its worst sample), most frequent first");
+    if (!groups.length) {
+      s.append(el("p", "muted", "No sample is past a threshold."));
+      return s;
+    }
+    var list = el("div", "cards");
+    groups.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE).forEach(function (g) { list.append(sampleCard(g, data)); });
+    s.append(list);
+    if (pages > 1) {
+      var prev = el("button", null, "\u2190 previous");
+      prev.type = "button";
+      prev.name = "prev";
+      prev.disabled = state.page === 0;
+      var next = el("button", null, "next \u2192");
+      next.type = "button";
+      next.name = "next";
+      next.disabled = state.page >= pages - 1;
+      prev.addEventListener("click", function () { state.page--; render(state.data); });
+      next.addEventListener("click", function () { state.page++; render(state.data); });
+      s.append(el("div", "pager", prev, el("span", "muted", " page " + (state.page + 1) + " of " + pages + " (" + groups.length + " questions) "), next));
+    }
     return s;
+  }
+
+  function section(title, note) {
+    return el("section", null, el("h2", null, title, note ? el("span", "note", note) : null));
   }
 
   // -- the page -------------------------------------------------------------------------------------------
   function render(data) {
     var app = document.getElementById("app");
+    var scrollY = window.scrollY;
     state.charts.forEach(function (c) { c.plot.destroy(); });
     state.charts = [];
     state.data = data;
     app.replaceChildren();
     header(data).forEach(function (n) { app.append(n); });
+    app.append(nowPanel(data));
+    if (state.live) app.append(controls(data));
     if (!data.samples) {
-      app.append(el("p", "empty", "No scored samples in this source yet."));
+      app.append(el("p", "empty", "No scored samples in this range" + (state.live ? " \u2014 try a longer one." : ".")));
       state.rendered++;
       return;
     }
-    var scores = section("Scores", "\u2705 on the right side of the threshold (\u2265 a floor, \u2264 a ceiling) \u00b7 \u26a0\ufe0f within " +
+    var scores = section("Scores in this range", "\u2705 on the right side of the threshold (\u2265 a floor, \u2264 a ceiling) \u00b7 \u26a0\ufe0f within " +
       WARN_BAND + " past it \u00b7 \u274c further past");
+    var ops = opsPanel(data);
+    if (ops) scores.append(ops);
     scores.append(metricTable(data));
+    if (data.look_first) {
+      scores.append(el("p", "look-first", el("strong", null, "Look first at " + data.look_first + ": "), data.advice));
+    }
+    if ((data.judges || []).length) {
+      scores.append(el("p", "judges", "scored by " + data.judges.map(function (j) {
+        return j.name + " " + j.version + " (" + j.samples + ")";
+      }).join(" \u00b7 ")));
+    }
+    (data.mixed_judges || []).forEach(function (name) {
+      scores.append(el("p", "mixed-judges", "\u26a0\ufe0f " + name + " scored this window under more than one version " +
+        "(weights, threshold or relevance offset changed): scores from either side of the change do not measure the same thing."));
+    });
     app.append(scores);
 
+    var merged = Object.keys(data.merged || {});
     var over = section("Over time", "mean per " + stepLabel(data.timeline.step) + "; red bands: degraded mode" +
       (data.sla ? " (" + data.sla.metric + (data.sla.direction === "max" ? " > " : " < ") + data.sla.threshold +
-        " over the window, replayed from the scores)" : ""));
+        " over the window, replayed from the scores)" : "") + "; dashed lines: changes (mode, judge, service version)" +
+      (merged.length ? "; " + merged.map(function (m) { return m + " equals " + data.merged[m]; }).join(", ") + " on every sample: shown once" : ""));
     var grid = el("div", "grid");
     over.append(grid);
     app.append(over);
-    var width = chartWidth(grid, 2);
+    var columns = (grid.clientWidth || 1100) >= 1100 ? 3 : 2;
+    var width = chartWidth(grid, columns);
     data.heatmap.metrics.forEach(function (m) {
       if (data.timeline.series[m] && data.timeline.series[m].count.some(Boolean)) scoreChart(grid, data, m, width);
     });
@@ -397,10 +699,8 @@
     slices.append(heatmap(data));
     app.append(slices);
 
-    var worst = section("Worst samples", "scores past their threshold, per metric, worst first");
-    if (!data.worst.length) worst.append(el("p", "muted", "No sample is past a threshold."));
-    data.worst.forEach(function (w) { worst.append(sampleCard(w, data)); });
-    app.append(worst);
+    app.append(worstSection(data));
+    window.scrollTo(0, scrollY);
     state.rendered++;
   }
 
@@ -416,11 +716,38 @@
     node.className = bad ? "bad" : "";
   }
 
+  // before the first answer: a visible wait with its seconds; a failure: a visible error, with the retry
+  function loading(started) {
+    if (state.data) return;
+    var app = document.getElementById("app");
+    var s = ((Date.now() - started) / 1000).toFixed(0);
+    app.replaceChildren(el("p", "loading", "Loading scores from " + location.pathname.replace(/\/+$/, "") + ".json \u2026 " + s + " s"));
+  }
+
+  function failed(e, cfg) {
+    state.error = String(e);
+    var text = "Could not load the scores (" + e.message + "); retrying every " + cfg.refresh + " s";
+    liveStatus("live \u00b7 update failed (" + e.message + "), retrying", true);
+    if (!state.data) {
+      document.getElementById("app").replaceChildren(el("p", "load-error", text));
+    }
+  }
+
   function poll(cfg) {
-    var url = location.pathname.replace(/\/+$/, "") + ".json";
-    fetch(url, { cache: "no-store" })
+    if (state.inflight) return;
+    var url = location.pathname.replace(/\/+$/, "") + ".json" + location.search;  // range, filters, token
+    var started = Date.now();
+    var ticker = setInterval(function () { loading(started); }, 500);
+    loading(started);
+    var ctl = window.AbortController ? new AbortController() : null;
+    var timer = ctl ? setTimeout(function () { ctl.abort(); }, FETCH_TIMEOUT_MS) : null;
+    state.inflight = true;
+    state.loads++;
+    fetch(url, { cache: "no-store", signal: ctl ? ctl.signal : undefined })
       .then(function (r) {
-        if (!r.ok) throw new Error("HTTP " + r.status);
+        if (!r.ok) {
+          return r.text().then(function (t) { throw new Error("HTTP " + r.status + (t ? ": " + t.trim().slice(0, 200) : "")); });
+        }
         return r.json();
       })
       .then(function (data) {
@@ -429,13 +756,18 @@
         liveStatus("live \u00b7 updated " + when(Date.now() / 1000) + " \u00b7 every " + cfg.refresh + " s", false);
       })
       .catch(function (e) {
-        state.error = String(e);
-        liveStatus("live \u00b7 update failed (" + e.message + "), retrying", true);
+        failed(e.name === "AbortError" ? new Error("no answer in " + FETCH_TIMEOUT_MS / 1000 + " s") : e, cfg);
+      })
+      .finally(function () {
+        clearInterval(ticker);
+        if (timer) clearTimeout(timer);
+        state.inflight = false;
       });
   }
 
   function start() {
     var cfg = config();
+    state.live = !!cfg.live;
     var resize = null;
     window.addEventListener("resize", function () {
       clearTimeout(resize);
@@ -443,7 +775,11 @@
     });
     if (cfg.live) {
       poll(cfg);
-      setInterval(function () { poll(cfg); }, Math.max(1, cfg.refresh) * 1000);
+      setInterval(function () {
+        var focus = document.activeElement;
+        if (focus && focus.closest && focus.closest(".controls")) return;  // never redraw under a filter being typed
+        poll(cfg);
+      }, Math.max(1, cfg.refresh) * 1000);
     } else {
       render(JSON.parse(document.getElementById("rw-data").textContent));
     }

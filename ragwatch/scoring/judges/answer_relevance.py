@@ -10,8 +10,10 @@ checks, each a cap rather than a weight so that one failed check cannot be outvo
 * **core entity** — the question's named things (capitalised words that do not start it, quoted titles
   《…》, Latin names inside Chinese text such as "RCEP", "Model 3") must appear in an answer long enough to
   name them; a short answer ("Wuhan", "武汉") is exempt;
-* **asked attribute** — "when"/"what year"/"何时"/"哪一年" wants a date or a year, "how many/much"/"多少"/
-  "几个" a number: an answer without one does not answer what was asked;
+* **asked attribute** — "when"/"what year"/"何时"/"哪一年" wants a date or a year, or a time said without
+  one (a relative or event time: "on the first working day", "after three days", "before booking",
+  "每年一月", "入职第一天") unless it asks for a calendar value ("what year", "哪一年"); "how many/much"/
+  "多少"/"几个" a number: an answer without one does not answer what was asked;
 * **time constraint** — a question that names a year (2024, "2024年", "2024款") is not answered by an answer
   that names only other years (2023's figures, the 2023 model).
 
@@ -44,6 +46,33 @@ _DATE_RE = re.compile(
     r"(?<!\d)(?:1[6-9]|20)\d\d(?!\d)|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d"
     r"|\d{1,2}\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)|\d{1,2}月|\d{1,2}日|[上下中]旬|世纪|century",
     re.IGNORECASE,
+)
+#: When, said without a calendar date: a time unit with a count or an ordinal ("on the first working day",
+#: "after three days", "within 10 working days", "每年一月", "入职第一天", "3天以内"), a weekday, month or
+#: season, a time of day, a frequency ("annually", "每季度"), or an event ("before booking", "upon arrival",
+#: "in advance", "出发前"). Such an answer answers "when" as well as a date does.
+_WHEN_RE = re.compile(
+    r"\b(?:\d+(?:st|nd|rd|th)?|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty"
+    r"|thirty|forty|sixty|ninety|hundred|several|few|first|second|third|fourth|fifth|last|next|previous"
+    r"|following|same|every|each|per|this|that)\s+(?:\w+\s+)?(?:(?:working|business|calendar|school|week)\s+)?"
+    r"(?:days?|nights?|weeks?|weekends?|months?|years?|hours?|minutes?|quarters?|decades?|centur(?:y|ies)"
+    r"|mornings?|evenings?|afternoons?)\b"
+    r"|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|june|july"
+    r"|august|september|october|november|december|spring|summer|autumn|winter|weekends?|noon|midnight"
+    r"|yesterday|today|tonight|tomorrow|daily|weekly|monthly|quarterly|annually|yearly|immediately|beforehand"
+    r"|overnight)\b"
+    r"|\b\d{1,2}(?::\d\d)?\s*(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d\d\b"
+    r"|\b(?:upon|prior to|in advance|as soon as|at the (?:end|start|beginning) of)\b"
+    r"|\b(?:before|after|until|during|since)\s+(?:the\s+|a\s+|an\s+|your\s+|their\s+|its\s+)?\w+ing\b"
+    r"|[\d零一二两三四五六七八九十百几半]+\s*(?:个)?(?:工作日|小时|分钟|星期|季度|天|日|周|月|年|晚)"
+    r"|每(?:[年月周天日晚季]|个?(?:季度|星期|工作日))|第[\d一二三四五六七八九十]+(?:个)?(?:工作日|天|日|周|月|年|季度)"
+    r"|(?:星期|周|礼拜)[一二三四五六日天]|[春夏秋冬](?:季|天)|(?:年|月|季)(?:初|底|末)|当天|次日|首日|当日|届时|立即"
+    r"|(?:入职|出发|到达|预订|离职|出差|申请|提交|审批)(?:前|后|之前|之后|以前|以后|当天|时)",
+    re.IGNORECASE,
+)
+#: A question for a calendar value ("what year", "哪一年"): a relative time does not answer it.
+_CALENDAR_Q_RE = re.compile(
+    r"\b(?:what|which) (?:year|date|month|century|decade)\b|哪[一]?年|几月|几号|日期|年份", re.IGNORECASE
 )
 _NUMBER_RE = re.compile(
     r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred"
@@ -99,7 +128,9 @@ def check_answer(question: str, answer: str) -> AnswerChecks:
     kind = question_kind(question)
     answers_attribute: bool | None = None
     if kind == "date":
-        answers_attribute = _DATE_RE.search(answer) is not None
+        answers_attribute = _DATE_RE.search(answer) is not None or (
+            _CALENDAR_Q_RE.search(question) is None and _WHEN_RE.search(answer) is not None
+        )
     elif kind == "number":
         answers_attribute = _NUMBER_RE.search(answer) is not None
     respects_time: bool | None = None

@@ -41,6 +41,7 @@ class ClaimContext:
         "json_pol",
         "numbers",
         "postings",
+        "scopes",
         "sent_approx",
         "sent_chunk",
         "sent_modal",
@@ -70,6 +71,10 @@ class ClaimContext:
         self.numbers: dict[str, set[str | None]] = {}
         self.json_pol: dict[tuple[str, ...], int] = {}
         self.free_tokens: set[str] = set()
+        #: Negation scopes per sentence, filled on first use (None: not read yet). Every claim that nearly
+        #: repeats a sentence asks for them, so computing them again per claim made an answer of n repeated
+        #: claims against a context of m repeated sentences cost n × m scans (20 s at the size limits).
+        self.scopes: list[list[set[str]] | None] = []
         mixed: set[tuple[str, ...]] = set()
         for ci, (text, an) in enumerate(zip(chunk_texts, analyses, strict=True)):
             for mention in an.numbers:
@@ -104,6 +109,7 @@ class ClaimContext:
         self.sent_strong += [an.strong[k] for k in kept]
         self.sent_modal += [an.modal[k] for k in kept]
         self.sent_approx += [an.approx[k] for k in kept]
+        self.scopes += [None] * len(kept)
         self.all_tokens.update(*sets)
         bigrams = self.bigrams
         for toks in seqs:
@@ -163,12 +169,17 @@ class ClaimContext:
         return entity_tokens(self.chunk_texts[ci][s:e])
 
     def sent_scopes(self, si: int) -> list[set[str]]:
-        """Negation scopes of one sentence, computed on demand (only twins of a claim ever need them)."""
-        if not self.sent_neg[si]:
-            return []
-        ci = self.sent_chunk[si]
-        s, e = self.sent_span[si]
-        return negation_scopes(self.chunk_texts[ci][s:e])
+        """Negation scopes of one sentence, computed once on demand (only twins of a claim ever need them);
+        callers must not mutate them."""
+        found = self.scopes[si]
+        if found is None:
+            found = []
+            if self.sent_neg[si]:
+                ci = self.sent_chunk[si]
+                s, e = self.sent_span[si]
+                found = negation_scopes(self.chunk_texts[ci][s:e])
+            self.scopes[si] = found
+        return found
 
     def evidence(self, si: int, pair: bool) -> tuple[str, str]:
         """Chunk id and the exact quote (a substring of that chunk) of a sentence or a sentence pair."""

@@ -7,12 +7,14 @@ the same analysis as the judge. How each feature and rule is computed is told in
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ragwatch.scoring.judges.budget import check as check_time
 from ragwatch.scoring.judges.claim_context import ClaimContext
 from ragwatch.scoring.judges.claims import Claim, mask_inline_code
 from ragwatch.scoring.judges.text import token_prior
@@ -259,7 +261,21 @@ def analyse_claims(
     has_context = bool(ctx.sent_tokens)
     n_features = len(FAITH_FEATURES)
     given = question_toks | _META  # tokens a claim need not find in the context
-    for claim in claims:
+    # A claim's analysis is a function of its text alone (against this context), so a repeated claim is read
+    # once: an answer of one sentence repeated to the size limit costs one claim, not n (see claim_context).
+    first_of: dict[str, int] = {}  # claim text → index in ``out`` of its first analysis
+    row_of: dict[int, int] = {}  # index in ``out`` → its row in ``rows`` (claims the model decides)
+    for n_done, claim in enumerate(claims):
+        check_time(n_done, len(claims), "claims")
+        seen = first_of.get(claim.text)
+        if seen is not None:
+            if seen in row_of:
+                row_of[len(out)] = len(rows)
+                pending.append((len(out), pending[row_of[seen]][1]))
+                rows.append(rows[row_of[seen]])
+            out.append(dataclasses.replace(out[seen], claim=claim, features=list(out[seen].features)))
+            continue
+        first_of[claim.text] = len(out)
         text = mask_inline_code(claim.text)
         if is_unverifiable(text):
             out.append(ClaimAnalysis(claim, True, [], None, 0.0, UNVERIFIABLE, None, None))
@@ -397,6 +413,7 @@ def analyse_claims(
         chunk_id = evidence = None
         if si >= 0:
             chunk_id, evidence = ctx.evidence(si, False)
+        row_of[len(out)] = len(rows)
         pending.append((len(out), si))
         rows.append(feats)
         out.append(ClaimAnalysis(claim, False, feats, rule, 0.0, UNSUPPORTED, chunk_id, evidence))

@@ -88,6 +88,7 @@ from ragwatch.scoring.judges.calibration import load_weights, sigmoid
 from ragwatch.scoring.judges.claim_context import ClaimContext
 from ragwatch.scoring.judges.claim_features import FAITH_FEATURES, RULES, SUPPORTED, ClaimAnalysis, analyse_claims
 from ragwatch.scoring.judges.claims import Claim, split_claims
+from ragwatch.scoring.judges.evidence import settle_evidence
 from ragwatch.scoring.judges.lru import LRUCache
 from ragwatch.scoring.judges.relevance import RelevanceScorer
 from ragwatch.scoring.judges.text import TextAnalysis, analyse_text, content_tokens
@@ -334,9 +335,19 @@ class OfflineJudge:
         return chunks, analyses, ctx
 
     def _analyse(self, sample: Sample, ctx: ClaimContext) -> list[ClaimAnalysis]:
+        """The claims' verdicts against the context, then each SUPPORTED claim's quote settled on one chunk
+        that supports it alone (:mod:`ragwatch.scoring.judges.evidence`)."""
         claims = split_claims(sample.answer or "")
         q_toks = set(content_tokens(sample.question or ""))
-        return analyse_claims(claims, q_toks, ctx, self._model, self.threshold, self.vetoes)
+        analyses = analyse_claims(claims, q_toks, ctx, self._model, self.threshold, self.vetoes)
+
+        def alone(ci: int) -> list[ClaimAnalysis]:
+            text = ctx.chunk_texts[ci]
+            one = ClaimContext([ctx.chunk_ids[ci]], [text], [self._chunk_analysis(text)])
+            return analyse_claims(claims, q_toks, one, self._model, self.threshold, self.vetoes)
+
+        settle_evidence(analyses, ctx, q_toks, alone)
+        return analyses
 
     # -- the Judge protocol
 
