@@ -253,7 +253,8 @@ class Settings(BaseSettings):
     dashboard_token: SecretStr | None = Field(
         default=None,
         description="Token the /dashboard page and its JSON require (service and worker): "
-        "'Authorization: Bearer <token>' or '?token=<token>'.",
+        "'Authorization: Bearer <token>' or '?token=<token>'; it also makes its holders operators, whose "
+        "feedback buttons POST /dashboard/feedback with the header form only (unset: nobody may write).",
     )
     dashboard_trusted_proxies: tuple[str, ...] = Field(
         default=(),

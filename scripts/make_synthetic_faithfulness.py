@@ -55,7 +55,10 @@ MANIFEST = Path(__file__).with_name("synthetic_faithfulness.manifest.json")
 CAPS = {"selqa": 900, "dureader": 330, "uhgeval": 700, "summedits": 600, "xsumfaith": 245, "factcheck": 600}
 KINDS = ("number", "year", "entity", "negation", "hedge", "added")
 
-_NUMBER_RE = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?![\w,])|(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+#: A number not inside a longer token of ASCII letters or digits (CJK characters may touch it: 共有120个).
+_NUMBER_RE = re.compile(
+    r"(?<![0-9A-Za-z_.])\d{1,3}(?:,\d{3})+(?![0-9A-Za-z_,])|(?<![0-9A-Za-z_.])\d+(?:\.\d+)?(?![0-9A-Za-z_.])"
+)
 _YEAR_RE = re.compile(r"(?<!\d)(1[89]\d\d|20\d\d)(?!\d)")
 _ENTITY_RE = re.compile(r"(?<=[a-z,] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
 _EN_NEG = re.compile(r"\b(is|are|was|were|can|will|has|have|does|did|should|must|could)\b(?! not| no\b|n't)")

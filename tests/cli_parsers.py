@@ -14,7 +14,7 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def all_parsers() -> dict[str, argparse.ArgumentParser]:
     """``ragwatch`` itself, each subcommand, and the forwarded commands' own parsers (in their place)."""
     from ragwatch.cli import build_parser
-    from ragwatch.scoring.alert_eval import _parser as alerts_parser
+    from ragwatch.scoring.alert_cli import _parser as alerts_parser
     from ragwatch.scoring.evaluate import _parser as judge_parser
 
     top = build_parser()

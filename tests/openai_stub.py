@@ -98,7 +98,11 @@ def tool_call_reply(
 ) -> Reply:
     """A chat completion that asks for one tool call (``finish_reason: tool_calls``, no content), as a
     tool-calling agent's model answers before it has what it needs."""
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": orjson.dumps(arguments).decode()}}
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+    }
     payload = {
         "id": "chatcmpl-stub",
         "object": "chat.completion",

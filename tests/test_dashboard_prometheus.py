@@ -10,6 +10,7 @@ observations after a first scrape of zeros, and the page's JSON must show the fi
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 import uuid
@@ -41,25 +42,24 @@ scrape_configs:
 """
 
 
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[tuple[str, Any, CollectorRegistry]]:
-    """A metrics server on a fresh registry, and a Prometheus scraping it every second: (url, metrics, registry)."""
+@contextlib.contextmanager
+def running_prometheus(workdir: Path, target_port: int, *flags: str) -> Iterator[str]:
+    """The ``prometheus`` binary scraping ``127.0.0.1:target_port`` every second, with ``flags`` (e.g. a
+    feature flag); yields its URL once it is ready. Skips without the binary (fails under CI)."""
     binary = require_binary("prometheus")
-    registry = CollectorRegistry()
-    metrics = CaptureMetrics(registry)
-    server, thread = start_metrics_server(0, "127.0.0.1", registry)
-    config = tmp_path / "prometheus.yml"
-    config.write_text(SCRAPE.format(port=server.server_port))
+    config = workdir / "prometheus.yml"
+    config.write_text(SCRAPE.format(port=target_port))
     port = free_port()
-    log = tmp_path / "prometheus.log"
+    log = workdir / "prometheus.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
                 binary,
                 f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--storage.tsdb.path={workdir / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--log.level=warn",
+                *flags,
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -67,7 +67,7 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Any, CollectorRegistry]]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_until("prometheus", lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, log, proc, 30)
-        yield url, metrics, registry
+        yield url
     finally:
         proc.terminate()
         try:
@@ -75,6 +75,19 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Any, CollectorRegistry]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[tuple[str, Any, CollectorRegistry]]:
+    """A metrics server on a fresh registry, and a Prometheus scraping it every second: (url, metrics, registry)."""
+    require_binary("prometheus")  # before the server starts: a missing binary skips first
+    registry = CollectorRegistry()
+    metrics = CaptureMetrics(registry)
+    server, thread = start_metrics_server(0, "127.0.0.1", registry)
+    try:
+        with running_prometheus(tmp_path, server.server_port) as url:
+            yield url, metrics, registry
+    finally:
         server.shutdown()
         server.server_close()
         thread.join(5)
@@ -87,7 +100,7 @@ def _scalar(url: str, promql: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
-def _until(what: str, check: Any, log: Path, timeout: float = 30.0) -> None:
+def until(what: str, check: Any, log: Path, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -106,13 +119,13 @@ def test_the_worker_page_reads_operations_from_prometheus(
     cost = metrics.cost.labels(service, "gpt-4o-mini", "reported")
     count = f'ragwatch_stage_duration_seconds_count{{service="{service}",stage="request"}}'
     # A first scrape of zeros, so Prometheus' increase() starts from 0 for every series alike.
-    _until("the zero scrape", lambda: _scalar(url, f"sum({count})") == 0.0, log)
+    until("the zero scrape", lambda: _scalar(url, f"sum({count})") == 0.0, log)
     for _ in range(7):
         ok.observe(0.3)  # all ten in the (0.25, 0.5] bucket
     for _ in range(3):
         error.observe(0.3)
     cost.inc(0.5)
-    _until("the ten requests", lambda: _scalar(url, f"sum({count})") == 10.0, log)
+    until("the ten requests", lambda: _scalar(url, f"sum({count})") == 10.0, log)
 
     settings = load_settings(service=service, prometheus_url=url + "/", trace_url_template=None)
     queue = open_queue("memory://", service)

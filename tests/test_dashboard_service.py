@@ -133,7 +133,7 @@ def test_the_service_serves_its_own_scores_at_dashboard(scored: tuple[str, ragwa
 def test_the_service_page_shows_operations_from_its_own_metrics() -> None:
     """The operations panel of the service's own page reads its request histogram and cost counter: the
     requests it served in the range, none failed, a p95 and a cost — no Prometheus needed."""
-    app, rw = service(dashboard_token=TOKEN)
+    app, rw = service(dashboard_token=TOKEN, registry=CollectorRegistry())  # its own families: counts from 0
     base, server = serve(app)
     try:
         traffic(base, rw, 4)

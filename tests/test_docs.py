@@ -116,6 +116,9 @@ for line, code in blocks:
 def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGWATCH_", "PROMETHEUS_MULTIPROC"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    # blocks may build an SDK client, as a reader's code does; none may call a hosted API (those are marked
+    # not runnable), so a placeholder key is all a client's constructor needs
+    env["OPENAI_API_KEY"] = "sk-placeholder-for-docs"
     return env
 
 

@@ -18,12 +18,12 @@ import pytest
 from ragwatch.cli import main as cli_main
 from ragwatch.sampling.sample import Sample
 from ragwatch.scoring.alert_cases import ANSWER, CASES, OFF_TOPIC, SAME_TOPIC, bm25_order, bm25_tokens, build_retrievals
+from ragwatch.scoring.alert_cli import main
 from ragwatch.scoring.alert_eval import (
     Options,
     distribution,
     evaluate_faithfulness_alerts,
     evaluate_relevance_alerts,
-    main,
     window_auc,
     window_means,
 )

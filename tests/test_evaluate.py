@@ -377,7 +377,7 @@ def test_eval_judge_counts_supported_quotes_that_share_no_word_with_their_claim(
     assert evidence["examples"] == [{"claim": "Hotels are reimbursed up to 600 CNY.", "evidence": "Taxi in 30 days."}]
     lines = render_plain(result, "faithfulness", "t").splitlines()
     title = next(i for i, line in enumerate(lines) if line.startswith("evidence: SUPPORTED claims whose quote"))
-    assert "1 claims without a content word set apart" in lines[title]
+    assert "; 1 claim without a content word set apart" in lines[title]
     assert lines[title + 3].split() == ["2", "1", "0.500"]  # title, header, rule, the row
 
 

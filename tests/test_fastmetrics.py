@@ -190,3 +190,62 @@ def test_child_of_a_fork_while_another_thread_holds_the_lock_does_not_hang() -> 
             pytest.fail("the forked child hung on a lock held by a thread of its parent")
         time.sleep(0.02)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- exemplars -----------------------------------------------------------------------------------------------
+def _openmetrics(registry: CollectorRegistry) -> list[str]:
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+    return [line for line in generate_openmetrics(registry).decode().splitlines() if line.startswith("demo_")]
+
+
+def test_an_exemplar_marks_its_bucket_in_openmetrics_only_and_the_newest_wins() -> None:
+    registry = CollectorRegistry()
+    child = histogram("demo_seconds", "Demo.", ["stage"], BUCKETS, registry).labels("request")
+    child.observe(0.05)
+    child.observe(0.07)
+    child.exemplar(0.05, "a" * 32)
+    child.exemplar(0.07, "b" * 32)  # same bucket (0.01, 0.1]: replaces the first
+    child.exemplar(50.0, "c" * 32)  # past the last bound: +Inf
+    marked = [line for line in _openmetrics(registry) if " # {" in line]
+    assert [line.split(" # ")[0] for line in marked] == [
+        'demo_seconds_bucket{le="0.1",stage="request"} 2.0',
+        'demo_seconds_bucket{le="+Inf",stage="request"} 2.0',
+    ]
+    assert marked[0].split(" # ")[1].startswith(f'{{trace_id="{"b" * 32}"}} 0.07 ')
+    assert marked[1].split(" # ")[1].startswith(f'{{trace_id="{"c" * 32}"}} 50.0 ')
+    assert "trace_id" not in generate_latest(registry).decode()  # the Prometheus text format has none
+    assert "_count" in _lines(registry)[-2] and _lines(registry)[-2].endswith(" 2.0")  # counts untouched
+
+
+def test_exemplars_mark_a_sampled_request_and_its_stages_bounded_and_only_for_ours() -> None:
+    registry = CollectorRegistry()
+    family = histogram("demo_seconds", "Demo.", ["stage", "outcome"], BUCKETS, registry)
+    children = {(s, o): family.labels(s, o) for s in ("request", "retrieve", "generate") for o in ("ok", "error")}
+    durations = {"retrieve": 0.004, "generate": 0.5, "request": 0.6}
+
+    def marked() -> set[tuple[str, str, str]]:
+        out = set()
+        for line in _openmetrics(registry):
+            if " # {" in line:
+                labels = line.split("{", 1)[1].split("}", 1)[0]
+                out.add((labels, line.split('trace_id="')[1].split('"')[0], line.split("} ")[2].split()[0]))
+        return out
+
+    fastmetrics.exemplars(children, durations, "error", "e" * 32)  # failed: the request only
+    assert marked() == {('le="1.0",outcome="error",stage="request"', "e" * 32, "0.6")}
+    fastmetrics.exemplars(children, durations, "ok", "f" * 32)
+    assert {(labels, value) for labels, trace, value in marked() if trace == "f" * 32} == {
+        ('le="0.005",outcome="ok",stage="retrieve"', "0.004"),
+        ('le="1.0",outcome="ok",stage="generate"', "0.5"),
+        ('le="1.0",outcome="ok",stage="request"', "0.6"),
+    }
+    before = marked()
+    fastmetrics.exemplars(children, durations, "ok", None)  # no trace (tracing off): nothing to link
+    fastmetrics.exemplars(children, durations, "ok", "9" * 65)  # longer than any trace id: never exposed
+    fastmetrics.exemplars({}, durations, "ok", "d" * 32)  # metrics off
+    assert marked() == before
+    theirs = CollectorRegistry()  # prometheus_client's children (multiprocess mode) keep no exemplars
+    child = Histogram("demo_seconds", "Demo.", ["stage", "outcome"], buckets=BUCKETS, registry=theirs)
+    fastmetrics.exemplars({("request", "ok"): child.labels("request", "ok")}, durations, "ok", "d" * 32)
+    assert " # {" not in "\n".join(_openmetrics(theirs))

@@ -17,7 +17,7 @@ import ragwatch
 from tests.conftest import Spans, sample, stage_count, wait_for
 from tests.openai_stub import OpenAIStub, usage_chat_reply
 from tests.servers import require_package
-from tests.test_integration_llamaindex import MOCK_ANSWER, BilledLLM
+from tests.test_integration_llamaindex import BilledLLM
 from tests.test_watch import expected_cost
 
 require_package("llama_index.core")
@@ -27,6 +27,7 @@ from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextC
 from llama_index.core.llms import ChatMessage, CustomLLM, LLMMetadata, MessageRole, MockLLM  # noqa: E402
 from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
 from llama_index.core.llms.mock import MockFunctionCallingLLM  # noqa: E402
+from llama_index.core.memory import ChatMemoryBuffer  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
 from llama_index.core.retrievers import BaseRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
@@ -79,6 +80,9 @@ def scoring(registry: CollectorRegistry, provider: Any) -> Iterator[tuple[ragwat
         rw.close(1)
 
 
+# llama-index-workflows lists an agent's steps with inspect.getmembers, which touches pydantic's deprecated
+# `__fields__` / `__fields_set__` on the agent model
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
 async def test_a_function_agent_is_scored_on_its_own_answer_and_every_tool_retrieval(
     scoring: tuple[ragwatch.RagWatch, list[ragwatch.Run]], registry: CollectorRegistry, spans: Spans
 ) -> None:
@@ -104,7 +108,9 @@ async def test_a_function_agent_is_scored_on_its_own_answer_and_every_tool_retri
         assert span.attributes["ragwatch.tool.arguments_size"] > 0
         assert span.parent is not None and span.parent.span_id == root.context.span_id
     retrievals = [s for s in spans.all() if s.name == "retrieval"]
-    assert len(retrievals) == 2 and all(s.parent is not None and s.parent.trace_id == root.context.trace_id for s in retrievals)
+    assert len(retrievals) == 2 and all(
+        s.parent is not None and s.parent.trace_id == root.context.trace_id for s in retrievals
+    )
 
     wait_for(lambda: len(rw.scores()) == 1, 60)
     (record,) = rw.scores()
@@ -124,9 +130,11 @@ def runs(rw: ragwatch.RagWatch) -> Iterator[list[ragwatch.Run]]:
 
 def chat_engine(mode: str) -> Any:
     llm = MockLLM(max_tokens=8)
+    # the default memory keeps its history in an aiosqlite database it never closes (a ResourceWarning)
+    memory = ChatMemoryBuffer.from_defaults(token_limit=2000)
     if mode == "context":
-        return ContextChatEngine.from_defaults(retriever=Shelf(), llm=llm)
-    return CondensePlusContextChatEngine.from_defaults(retriever=Shelf(), llm=llm)
+        return ContextChatEngine.from_defaults(retriever=Shelf(), llm=llm, memory=memory)
+    return CondensePlusContextChatEngine.from_defaults(retriever=Shelf(), llm=llm, memory=memory)
 
 
 @pytest.mark.parametrize("mode", ["context", "condense_plus_context"])
@@ -145,6 +153,7 @@ async def test_a_chat_engine_turn_is_a_run_asked_by_the_users_message(
     else:
         answer = "".join([d async for d in (await engine.astream_chat(message)).async_response_gen()])
     assert answer.strip()
+    wait_for(lambda: runs)  # a stream's run ends with its generation, in the thread writing the chat history
     (run,) = runs
     assert run.question == message and run.answer is not None and run.answer.strip() == answer.strip()
     assert [c.id for c in run.chunks] == ["hotel"]
@@ -160,17 +169,12 @@ async def test_aquery_through_a_custom_llm_counts_one_generation(
     (run,) = runs
     assert run.usage == ragwatch.Usage(1200, 7, 1024)
     assert stage_count(registry, "generate") == 1
-    tokens = sample(registry, "ragwatch_tokens_total", service="svc", model="gpt-4o-mini", kind="input", source="reported")
+    tokens = sample(
+        registry, "ragwatch_tokens_total", service="svc", model="gpt-4o-mini", kind="input", source="reported"
+    )
     assert tokens == 1200
     cost = sample(registry, "ragwatch_cost_usd_total", service="svc", model="gpt-4o-mini", source="reported")
     assert cost == pytest.approx(expected_cost("gpt-4o-mini", 1200, 7, 1024))
-
-
-def test_the_sync_query_answer_is_unchanged(rw: ragwatch.RagWatch, runs: list[Any]) -> None:
-    engine = RetrieverQueryEngine.from_args(Shelf(), llm=MockLLM(max_tokens=8))
-    assert str(engine.query("taxis?")) == MOCK_ANSWER
-    (run,) = runs
-    assert run.question == "taxis?" and run.answer == MOCK_ANSWER and [c.id for c in run.chunks] == ["taxi"]
 
 
 class SdkLLM(CustomLLM):
@@ -187,9 +191,7 @@ class SdkLLM(CustomLLM):
         import openai
 
         with openai.OpenAI(api_key="test", base_url=self.base_url, max_retries=0) as client:
-            reply = client.chat.completions.create(
-                model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}]
-            )
+            reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}])
         return CompletionResponse(text=reply.choices[0].message.content or "", raw=reply)
 
     @llm_completion_callback()

@@ -151,7 +151,7 @@ def test_dev_files_meet_the_alert_targets(capsys: pytest.CaptureFixture[str]) ->
     non-answers ≥ 0.15 above them, a healthy top 3 ≥ 0.35 above an off-topic one, off-topic windows always
     under the SLA and RGB's healthy ones never. (The answer-over-same-topic gap ≥ 0.20 is met on WikiQA
     only; the README says so.)"""
-    from ragwatch.scoring.alert_eval import main
+    from ragwatch.scoring.alert_cli import main
 
     paths = [DATA / "relevance" / name for name in ("wikiqa_dev.jsonl", "rgb_relevance_dev.jsonl")]
     if not all(p.exists() for p in paths):

@@ -86,11 +86,12 @@ def _own_dashboard(watch: CaptureHost) -> Dashboard | None:
     requests = metrics.dashboard_requests if metrics is not None else None
     sources = settings.dashboard_sources if explicit else None
     source = QueueSource(watch.queue)
-    # The operations panel from this process's own request histogram and cost counter.
-    own = {"operations": InProcessOperations([metrics.stage_duration, metrics.cost], watch.service)} if metrics else {}
-    return Dashboard.from_settings(
-        source, settings, sources=sources, requests=requests, counted=requests is not None, **own
-    )
+    options: dict[str, Any] = {"sources": sources, "requests": requests, "counted": requests is not None}
+    if metrics is not None:  # the operations panel from this process's own request histogram and cost counter
+        options["operations"] = InProcessOperations([metrics.stage_duration, metrics.cost], watch.service)
+        options["feedback"] = metrics.feedback  # the operator buttons' ragwatch_feedback_total, in rw's registry
+    options["redact"] = watch.redactor  # operators' feedback redacted as this service's samples are
+    return Dashboard.from_settings(source, settings, **options)
 
 
 async def _read_body(receive: Receive, read: list[Message], limit: int) -> bytes | None:

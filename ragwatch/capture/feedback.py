@@ -65,6 +65,7 @@ class FeedbackWriter:
         self._start_lock = threading.Lock()
         self._busy = False
         self._closed = False
+        self._close_lock = threading.Lock()
 
     def count(self, feedback: Feedback, outcome: str) -> None:
         """Count ``feedback`` once per kind it carries under ``outcome``."""
@@ -128,7 +129,11 @@ class FeedbackWriter:
                     break
                 stored = self._write(feedback)
                 if not stored:
-                    self._buffer.appendleft(feedback)  # kept for the retry; an overflow may drop it (counted)
+                    with self._close_lock:
+                        if self._closed:  # close() has counted the buffer already: this one is lost too
+                            self.count(feedback, "dropped")
+                        else:
+                            self._buffer.appendleft(feedback)  # kept for the retry; an overflow may drop it
                 self._busy = False
                 if not stored:
                     attempt += 1
@@ -156,11 +161,9 @@ class FeedbackWriter:
             return
         if self._thread is not None:
             self.flush(self._close_timeout if timeout is None else timeout)
-        self._closed = True
-        self._stop.set()
-        self._wake.set()
-        while self._buffer:
-            try:
+        with self._close_lock:
+            self._closed = True
+            self._stop.set()
+            self._wake.set()
+            while self._buffer:
                 self.count(self._buffer.popleft(), "dropped")
-            except IndexError:
-                break

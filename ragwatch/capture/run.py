@@ -150,10 +150,10 @@ def enter_framework_call(call: Any) -> None:
     _FRAMEWORK_CALL.set(call)
 
 
-def framework_call(rw: Any, kind: type) -> Any:
+def framework_call(rw: Any, kind: Any) -> Any:
     """The open framework call of class ``kind`` that ``rw`` is recording in this context, or None: an SDK
     wrapper then leaves the call to it (one generation, one bill)."""
     call = _FRAMEWORK_CALL.get()
-    if call is not None and type(call) is kind and not call._ended and call.rw is rw:
+    if type(call) is kind and not call._ended and call.rw is rw:  # kind: a call class (None is never one)
         return call
     return None

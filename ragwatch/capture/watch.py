@@ -50,6 +50,7 @@ from ragwatch.metrics.catalog import (
     capture_metrics,
     families,
 )
+from ragwatch.metrics.fast import exemplars
 from ragwatch.mode.degrade import ModeState
 from ragwatch.mode.watcher import ModeWatcher
 from ragwatch.queue.contract import Queue
@@ -284,6 +285,7 @@ class RagWatch:
                 child.inc()
             if decision.sampled:
                 offer(run, decision.reason)
+                exemplars(self.stage_children, run.durations, run.outcome, run.trace_id)  # latency → trace
 
         self.listeners.append(sample)
 

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from ragwatch._version import __version__
-from ragwatch.cli import config_cmd, demo_cmd, eval_cmd, queue_cmd, replay_cmd, report_cmd, worker_cmd
+from ragwatch.cli import config_cmd, demo_cmd, eval_cmd, labels_cmd, queue_cmd, replay_cmd, report_cmd, worker_cmd
 from ragwatch.cli.common import EXIT_CONFIG, EXIT_UNHEALTHY, HelpFormatter
 from ragwatch.errors import ConfigError, QueueError
 
@@ -31,7 +31,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a Unix tool wh
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 #: In the order ``ragwatch --help`` lists them.
-COMMANDS = (config_cmd, worker_cmd, queue_cmd, eval_cmd, replay_cmd, demo_cmd, report_cmd)
+COMMANDS = (config_cmd, worker_cmd, queue_cmd, eval_cmd, labels_cmd, replay_cmd, demo_cmd, report_cmd)
 
 
 def _logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:

@@ -20,7 +20,7 @@ def _eval_judge(argv: Sequence[str]) -> int:
 
 
 def _eval_alerts(argv: Sequence[str]) -> int:
-    from ragwatch.scoring.alert_eval import main
+    from ragwatch.scoring.alert_cli import main
 
     return main(argv)
 

@@ -14,7 +14,14 @@ A query's run is made current while the query runs (so ragwatch decorators insid
 streaming query calls its LLM only as the host reads ``response.response_gen``, after the query returned:
 that generator is handed back proxied, so the run is current around each step and ends when it is drained. Inside a
 watched pipeline or an ASGI middleware run, queries join that run. A query that raises is seen by the
-span handler (the dispatcher reports no end event then) and recorded as an error. Every step is guarded:
+span handler (the dispatcher reports no end event then) and recorded as an error.
+
+Chat engine turns (``chat``, ``achat``, ``stream_chat``, ``astream_chat``) and agent runs (``FunctionAgent``,
+``AgentWorkflow``) send no query events: the span handler opens their run from their dispatcher span (the
+question is the user's message) and maps every span below it to that run, since a workflow's steps run in
+tasks of their own. An agent's answer is its final one, never a ``QueryEngineTool``'s inner answer; the
+retrievals its tools make add up; each ``call_tool`` step is an ``execute_tool`` span. A ``CustomLLM``
+method that runs another (``acomplete`` runs ``complete``) is one generation. Every step is guarded:
 an error in ragwatch is counted in ``ragwatch_internal_errors_total``, and the query carries on. As with
 LangChain, events cannot change results: degraded-mode retrieval policies need the retriever decorator.
 """
@@ -24,6 +31,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
@@ -56,7 +64,7 @@ from ragwatch.capture.stages import (
     record_rerank,
 )
 from ragwatch.capture.streams import proxy_stream
-from ragwatch.integrations.llamaindex_runs import conversation_kind, final_text, question_of, tool_of
+from ragwatch.integrations.llamaindex_runs import conversation_kind, final_text, method_of, question_of, tool_of
 
 if TYPE_CHECKING:
     from ragwatch.capture.watch import RagWatch
@@ -89,7 +97,7 @@ class _Query:
     """A query's, chat turn's or agent run's pipeline call; it finishes once the query (the chat engine
     method, the agent's workflow) has ended and no generation is still open."""
 
-    __slots__ = ("answer", "call", "ended", "gathers", "open", "retrieved_at", "root")
+    __slots__ = ("answer", "call", "ended", "gathers", "open", "retrieved_at", "root", "streamed")
 
     def __init__(self, call: PipelineCall, root: str | None = None, gathers: bool = False) -> None:
         self.call = call
@@ -102,6 +110,8 @@ class _Query:
         self.root = root
         #: whether its retrievals add up (an agent's tools retrieve more than once) rather than replace
         self.gathers = gathers
+        #: a chat turn whose answer streams: its proxied stream, not the chat engine's return, ends the run
+        self.streamed = False
 
 
 class _Reading:
@@ -126,6 +136,8 @@ class _Tracker:
         self._tools: dict[str, ToolCall] = {}  # an agent's `call_tool` step span id -> its tool call
         #: LLM spans opened inside an LLM call already recorded (CustomLLM's `acomplete` calls `complete`)
         self._nested: set[str] = set()
+        self._llm_spans: dict[str, tuple[int, str]] = {}  # LLM method span -> (id of its LLM, method)
+        self._generating: dict[int, dict[str, str]] = {}  # id of an LLM -> its recorded calls: span -> method
 
     def handle(self, event: Any) -> None:
         kind = type(event)
@@ -190,25 +202,32 @@ class _Tracker:
             return
         entry = self._calls.pop(span_id, None)
         if entry is not None:
+            self._not_generating(span_id)
             entry[0].finish(None, err)
             self._release(entry[1])
+
+    def _not_generating(self, span_id: str) -> None:
+        for llm, calls in list(self._generating.items()):
+            if calls.pop(span_id, None) is not None:
+                if not calls:
+                    del self._generating[llm]
+                return
 
     # -- dispatcher spans: chat engines, agents, their tools ------------------------------------------
     def span_started(self, span_id: str, bound_args: Any, instance: Any, parent: str | None) -> None:
         """Follow a new dispatcher span: an LLM method inside an LLM call being recorded (skipped: one
         generation), a step of a chat turn or agent run (mapped to it; an agent's tool call recorded), or
         a chat engine call or agent run starting (a run of its own, unless a run is current)."""
+        if isinstance(instance, BaseLLM):
+            self._llm_span(span_id, instance, parent)
         if parent is not None:
-            entry = self._calls.get(parent)
-            if entry is not None and type(entry[0]) is GenerateCall:
-                self._nested.add(span_id)
             owner = self._owners.get(parent)
             if owner is not None:
                 self._owners[span_id] = owner
                 tool = tool_of(span_id, bound_args)
                 if tool is not None:
                     call, _ = self._step(span_id, lambda: ToolCall(self.rw, *tool))
-                    self._tools[span_id] = call  # type: ignore[assignment]
+                    self._tools[span_id] = call
                 return
         kind = conversation_kind(instance, span_id)
         if kind is None or _RUN.get() is not None:  # inside a watched pipeline or middleware run: join it
@@ -216,8 +235,27 @@ class _Tracker:
         call = PipelineCall(self.rw, question=question_of(kind, bound_args))
         self._owners[span_id] = _Query(call, span_id, gathers=kind == "agent")
 
+    def _llm_span(self, span_id: str, llm: BaseLLM, parent: str | None) -> None:
+        """An LLM method's span: nested when the same LLM has a call open in the same run that delegates to
+        this method (a CustomLLM's ``acomplete`` runs ``complete``, its ``astream_chat`` runs
+        ``stream_chat`` while the host reads the stream), else remembered for its start event."""
+        method = method_of(span_id)
+        if method not in _LLM_METHODS:
+            return
+        open_calls = self._generating.get(id(llm))
+        if open_calls:
+            owner = self._owners.get(parent) if parent is not None else None
+            run = _RUN.get() or (owner.call.run if owner is not None else None)
+            for outer, outer_method in open_calls.items():
+                entry = self._calls.get(outer)
+                if method in _DELEGATES[outer_method] and entry is not None and entry[0].run is run:
+                    self._nested.add(span_id)
+                    return
+        self._llm_spans[span_id] = (id(llm), method)
+
     def span_ended(self, span_id: str, result: Any, err: BaseException | None) -> None:
         self._nested.discard(span_id)
+        self._llm_spans.pop(span_id, None)
         tool = self._tools.pop(span_id, None)
         if tool is not None:
             output = getattr(result, "tool_output", None)
@@ -225,13 +263,19 @@ class _Tracker:
                 err = getattr(output, "exception", None) or RuntimeError("tool error")
             tool.finish(None, err)
         conversation = self._owners.pop(span_id, None)
-        if conversation is None or conversation.root != span_id:
+        if conversation is None:
+            return
+        if conversation.root != span_id:
+            if err is None and "synthesize-" in span_id and _follow_stream(result, conversation.call):
+                conversation.streamed = True
             return
         conversation.ended = True
         if err is not None:
             conversation.call.finish(None, err)
             return
-        conversation.answer = final_text(result)  # None for a stream: the run's answer is its generation's
+        conversation.answer = final_text(result)
+        if conversation.answer is None and conversation.streamed:
+            return  # its proxied stream ends the run once the host has read it
         if conversation.open <= 0:
             self._finish(conversation)
 
@@ -289,12 +333,17 @@ class _Tracker:
         if query is not None:
             query.open += 1
         self._calls[event.span_id] = (call, query)
+        llm = self._llm_spans.pop(event.span_id, None)
+        if llm is not None:
+            self._generating.setdefault(llm[0], {})[event.span_id] = llm[1]
         enter_framework_call(call)  # an openai SDK call the LLM class makes is this generation
 
     def _llm_end(self, event: Any) -> None:
+        self._nested.discard(event.span_id)
         entry = self._calls.pop(event.span_id, None)
         if entry is None:
             return
+        self._not_generating(event.span_id)
         call, query = entry
         response = event.response
         message = getattr(response, "message", None)
@@ -352,6 +401,35 @@ class _Tracker:
             entry[0].finish(result, None)
 
 
+_LLM_METHODS = frozenset(
+    {"chat", "stream_chat", "complete", "stream_complete", "achat", "astream_chat", "acomplete", "astream_complete"}
+)
+#: the methods a ``CustomLLM`` method runs inside itself (each decorated, so each reports its own events)
+_DELEGATES: dict[str, frozenset[str]] = {
+    "chat": frozenset({"complete"}),
+    "stream_chat": frozenset({"stream_complete"}),
+    "complete": frozenset(),
+    "stream_complete": frozenset(),
+    "achat": frozenset({"chat", "complete"}),
+    "acomplete": frozenset({"complete"}),
+    "astream_chat": frozenset({"stream_chat", "stream_complete"}),
+    "astream_complete": frozenset({"stream_complete"}),
+}
+
+
+def _follow_stream(response: Any, call: PipelineCall) -> bool:
+    """A streamed chat turn: its synthesizer returned a ``StreamingResponse`` whose LLM is called only as
+    the host reads the answer — after the chat engine returned, in the thread or task writing the chat
+    history, where no context of the turn is left. Its ``response_gen``, proxied before the chat engine
+    wraps it, makes the run current around each step and ends the run when drained (as a streamed
+    query's does)."""
+    stream = getattr(response, "response_gen", None)
+    if stream is None or not is_stream(stream):
+        return False
+    response.response_gen = proxy_stream(stream, call)
+    return True
+
+
 def _node_ids(nodes: Any) -> list[tuple[Any, Any]]:
     return [(getattr(getattr(n, "node", n), "node_id", None), getattr(n, "score", None)) for n in nodes]
 
@@ -385,7 +463,8 @@ class RagwatchEventHandler(BaseEventHandler):
 
 
 class RagwatchSpanHandler(BaseSpanHandler[Any]):
-    """The span half: only dropped spans (a query or step that raised) matter; nothing is kept open."""
+    """The span half: chat engine turns and agent runs (which send no query events), their tool calls,
+    nested LLM methods, synthesizer inputs (reranks), and dropped spans (a query or step that raised)."""
 
     _tracker: Any = PrivateAttr()
 

@@ -20,7 +20,7 @@ try:  # the agent workflows came with llama-index-core 0.12 (llama-index-workflo
 except ImportError:  # pragma: no cover - an older core: chat engines only
     _AGENTS = ()
 
-__all__ = ["conversation_kind", "final_text", "question_of", "tool_of"]
+__all__ = ["conversation_kind", "final_text", "method_of", "question_of", "tool_of"]
 
 _CHAT_METHODS = frozenset({"chat", "achat", "stream_chat", "astream_chat"})
 #: the span id's suffix: "-" and a uuid4 (``CondensePlusContextChatEngine.chat-<uuid>``)
@@ -29,12 +29,13 @@ _UUID_SUFFIX = 37
 _KINDS: dict[type, str | None] = {}
 
 
-def _method(span_id: str) -> str:
+def method_of(span_id: str) -> str:
+    """The method a dispatcher span is for: ``MockLLM.acomplete-<uuid4>`` -> ``acomplete``."""
     return span_id[:-_UUID_SUFFIX].rpartition(".")[2]
 
 
 def conversation_kind(instance: Any, span_id: str) -> str | None:
-    """"chat" for a chat engine's turn, "agent" for an agent workflow's run, None for any other span."""
+    """The kind of conversation a span opens: "chat" (a chat engine turn), "agent" (an agent run), or None."""
     cls = type(instance)
     kind = _KINDS.get(cls, "")
     if kind == "":
@@ -43,7 +44,7 @@ def conversation_kind(instance: Any, span_id: str) -> str | None:
             _KINDS[cls] = kind
     if kind is None:
         return None
-    method = _method(span_id)
+    method = method_of(span_id)
     if kind == "chat":
         return kind if method in _CHAT_METHODS else None
     return kind if method == "run" else None
@@ -89,7 +90,7 @@ def final_text(result: Any) -> str | None:
 
 def tool_of(span_id: str, bound_args: Any) -> tuple[str, Any, str | None] | None:
     """(name, arguments, call id) when the span is an agent's ``call_tool`` step, else None."""
-    if _method(span_id) != "call_tool":
+    if method_of(span_id) != "call_tool":
         return None
     event = (getattr(bound_args, "arguments", None) or {}).get("ev")
     name = getattr(event, "tool_name", None)

@@ -14,6 +14,11 @@ They are registered in a :class:`~prometheus_client.CollectorRegistry` like any 
 same samples a prometheus_client ``Counter`` / ``Histogram`` would (``_total``, ``_bucket``, ``_count``,
 ``_sum``, ``_created``). In prometheus_client multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``), where values
 must live in shared files, :func:`counter` and :func:`histogram` return prometheus_client's own classes.
+
+A histogram bucket can carry an OpenMetrics exemplar, the trace id of one request that fell in it
+(:func:`exemplars`, called for sampled requests only), so a latency panel links to a trace. Exemplars are
+kept apart from the counts, the newest per bucket, and appear only in the OpenMetrics exposition
+(``Accept: application/openmetrics-text``); prometheus_client's multiprocess classes keep none.
 """
 
 from __future__ import annotations
@@ -24,17 +29,17 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, Exemplar, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from ragwatch.labels import safe_label
 
-__all__ = ["adder", "counter", "histogram"]
+__all__ = ["EXEMPLAR_LABEL", "adder", "counter", "exemplars", "histogram"]
 
 _local = threading.local()
 _lock = threading.Lock()
@@ -181,13 +186,30 @@ def adder(*children: Any) -> Callable[..., None]:
     return add
 
 
+#: The exemplar's label: the trace id, as Grafana's "exemplars" links expect it.
+EXEMPLAR_LABEL = "trace_id"
+#: Longest trace id put on an exemplar (OTel's are 32 hex digits): OpenMetrics caps an exemplar's labels at
+#: 128 characters, and Prometheus rejects the whole scrape past that.
+_MAX_TRACE_ID = 64
+
+
 class _HistogramChild:
-    __slots__ = ("bounds", "created", "slot")
+    __slots__ = ("bounds", "created", "marks", "slot")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = bounds  # finite upper bounds; index len(bounds) is +Inf, the last cell the sum
         self.slot = _new_slot(len(bounds) + 2)
         self.created = time.time()
+        #: per bucket, the newest (trace id, value, time) marked on it; None until the first exemplar
+        self.marks: list[tuple[str, float, float] | None] | None = None
+
+    def exemplar(self, amount: float, trace_id: str) -> None:
+        """Mark the bucket ``amount`` falls in with ``trace_id`` (the newest mark per bucket is shown). Not
+        an observation: :meth:`observe` counted it already. One list store, no lock: a scrape reads a copy."""
+        marks = self.marks
+        if marks is None:
+            marks = self.marks = [None] * (len(self.bounds) + 1)
+        marks[bisect_left(self.bounds, amount)] = (trace_id, amount, time.time())
 
     def observe(self, amount: float) -> None:
         i = bisect_left(self.bounds, amount)
@@ -198,6 +220,25 @@ class _HistogramChild:
             cell = _cell(self.slot)
             cell[i] += 1
         cell[-1] += amount
+
+
+def exemplars(
+    children: Mapping[tuple[str, str], Any], durations: Mapping[str, float], outcome: str, trace_id: str | None
+) -> None:
+    """Put a sampled request's trace id on its latency buckets: the ``request`` child of its ``outcome``, and
+    when it succeeded the ``ok`` child of every stage it ran (a run does not keep a stage's own outcome, so
+    a failed request marks the request only; a stage run twice is marked with its total).
+
+    ``children`` are the resolved ``(stage, outcome)`` children of ``ragwatch_stage_duration_seconds``;
+    prometheus_client's own (multiprocess mode, which keeps no exemplars) are skipped."""
+    if not trace_id or len(trace_id) > _MAX_TRACE_ID or not children:
+        return
+    for stage, seconds in durations.items():
+        if stage != "request" and outcome != "ok":
+            continue
+        child = children.get((stage, outcome))
+        if isinstance(child, _HistogramChild):
+            child.exemplar(seconds, trace_id)
 
 
 class _Family(Collector):
@@ -289,10 +330,16 @@ class ShardedHistogram(_Family):
         sources = _sources()
         for key, child in self._items():
             totals = _totals(child.slot, sources)
-            cumulative, buckets = 0.0, []
-            for edge, count in zip(edges, totals[:-1], strict=True):
+            marks = list(child.marks) if child.marks is not None else None
+            cumulative = 0.0
+            buckets: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
+            for i, (edge, count) in enumerate(zip(edges, totals[:-1], strict=True)):
                 cumulative += count
-                buckets.append((edge, cumulative))
+                mark = marks[i] if marks is not None else None
+                if mark is None:
+                    buckets.append((edge, cumulative))
+                else:
+                    buckets.append((edge, cumulative, Exemplar({EXEMPLAR_LABEL: mark[0]}, mark[1], mark[2])))
             family.add_metric(list(key), buckets, totals[-1])
             created = _created(child)
             if created is not None:

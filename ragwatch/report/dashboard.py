@@ -38,6 +38,7 @@ from urllib.parse import parse_qs
 from ragwatch.access import DashboardGate
 from ragwatch.errors import ConfigError, RagwatchError
 from ragwatch.mode.degrade import Policy
+from ragwatch.queue.contract import Queue
 from ragwatch.report.build import METRICS
 from ragwatch.report.now import now_panel, window_depth
 from ragwatch.report.ops import InProcessOperations, PrometheusOperations, operations_view
@@ -45,6 +46,7 @@ from ragwatch.report.select import Filters, TimeRange, time_range
 from ragwatch.report.sources import ScoreSource
 from ragwatch.report.view import view_data
 from ragwatch.sampling.feedback import FeedbackError, count_feedback, encode_feedback, feedback_from_json
+from ragwatch.sampling.redact import Redactor
 
 if TYPE_CHECKING:
     from prometheus_client import Counter
@@ -279,6 +281,13 @@ class Dashboard:
     ``trace_url`` is a trace viewer's URL with ``{trace_id}`` (each card links to its trace); ``operations``
     an :class:`~ragwatch.report.ops.InProcessOperations` or :class:`~ragwatch.report.ops.PrometheusOperations`
     (None: the operations panel says where to look).
+
+    Operators correct the judge with ``POST <prefix>/feedback`` (:meth:`post`, the page's buttons): a JSON
+    feedback record (:mod:`ragwatch.sampling.feedback`), stored through ``redact`` in the source's queue and
+    counted in ``feedback`` (``ragwatch_feedback_total``). An operator passes the page's gate *and* brings
+    the dashboard token in an ``Authorization: Bearer`` header — never ``?token=``, so no link, form or
+    cross-site page can write (a header of that kind takes a CORS preflight nothing here answers). A page
+    opened by address alone (no token configured) may read but never write.
     """
 
     def __init__(
@@ -296,7 +305,16 @@ class Dashboard:
         trace_url: str | None = None,
         operations: InProcessOperations | PrometheusOperations | None = None,
         service: str = "",
+        feedback: Counter | None = None,
+        redact: Callable[[str], str] | None = None,
+        content: bool = True,
     ) -> None:
+        store = getattr(source, "queue", None)
+        #: where operators' feedback goes: the source's queue, when it has one and a token guards writes
+        self.feedback_store: Queue | None = store if isinstance(store, Queue) and gate and gate.has_token else None
+        self._feedback = feedback
+        self._redact = redact if redact is not None else Redactor()  # never stored unredacted
+        self._content = content  # False (content_off): stored feedback keeps no claim, note or chunk id
         self.trace_url = trace_url
         self.operations = operations
         self.service = service
@@ -308,7 +326,9 @@ class Dashboard:
         self.cache_seconds = cache_seconds
         self.gate = gate
         self._count = count
-        self._page = dashboard_page(refresh_seconds=refresh_seconds).encode("utf-8")
+        self._page = dashboard_page(refresh_seconds=refresh_seconds, feedback=self.feedback_store is not None).encode(
+            "utf-8"
+        )
         self._lock = threading.Lock()
         self._cached: dict[str, tuple[float, bytes]] = {}  # per query string (count, range, filters)
         self._readers = threading.BoundedSemaphore(max(1, max_readers))
@@ -322,6 +342,8 @@ class Dashboard:
         sources: Iterable[str] | None = None,
         requests: Counter | None = None,
         counted: bool = True,
+        feedback: Counter | None = None,
+        redact: Callable[[str], str] | None = None,
         **options: Any,
     ) -> Dashboard:
         """The page as the settings configure it: their thresholds and SLA policy, the gate of
@@ -337,6 +359,12 @@ class Dashboard:
             from ragwatch.metrics.catalog import DashboardMetrics, families
 
             requests = families(DashboardMetrics).requests
+        if feedback is None and counted:
+            from ragwatch.metrics.catalog import FeedbackMetrics, families
+
+            feedback = families(FeedbackMetrics).feedback
+        if redact is None:  # a worker has no host's redact_with: the configured built-in patterns
+            redact = Redactor(settings.redact)
         token = settings.dashboard_token.get_secret_value() if settings.dashboard_token is not None else None
         gate = DashboardGate(token, sources, settings.dashboard_trusted_proxies)
         count = None
@@ -358,6 +386,9 @@ class Dashboard:
             gate=gate,
             max_readers=settings.dashboard_max_readers,
             count=count,
+            feedback=feedback,
+            redact=redact,
+            content=not settings.content_off,
             **options,
         )
 
@@ -383,6 +414,56 @@ class Dashboard:
             busy = response.status == 503 and ("Retry-After", str(RETRY_AFTER)) in response.extra_headers
             self._counted("busy" if busy else "served")
         return response
+
+    #: largest feedback body a server should read for :meth:`post` (a larger one: pass ``body=None``)
+    max_feedback_body = MAX_FEEDBACK_BODY
+
+    @property
+    def feedback_path(self) -> str:
+        """Where operators POST feedback."""
+        return self.prefix + "/feedback"
+
+    def post(
+        self, path: str, headers: Iterable[tuple[bytes, bytes]], client: str | None, body: bytes | None
+    ) -> Response | None:
+        """``POST <prefix>/feedback``: None for another path; 403 unless an operator (see the class); 400 for
+        a body that is no feedback (None: larger than :data:`MAX_FEEDBACK_BODY`, 413); 503 when the store
+        fails; 200 with the kinds stored. Every outcome is counted; nothing here raises."""
+        if path != self.feedback_path:
+            return None
+        service = self.service or getattr(self.feedback_store, "service", "")
+        headers = list(headers)
+        # the token only from the header: "" as the query string, so ?token= cannot authorise a write
+        why = self.gate.refusal(headers, "", client) if self.gate is not None else "no_token"
+        if why is not None or self.feedback_store is None:
+            self._count_feedback(service, ["unread"], "refused")
+            return _text(403, "feedback is for operators: the dashboard token in an Authorization header\n")
+        if body is None:
+            self._count_feedback(service, ["unread"], "invalid")
+            return _text(413, f"feedback body larger than {MAX_FEEDBACK_BODY} bytes\n")
+        try:
+            record = feedback_from_json(body, source="dashboard")
+        except FeedbackError as exc:
+            self._count_feedback(service, ["unread"], "invalid")
+            return _text(400, f"{exc}\n")
+        try:
+            stored = record.redacted(self._redact)
+            if not self._content:
+                stored = stored.without_text()
+            self.feedback_store.add_feedback(stored.sample_id, encode_feedback(stored))
+        except Exception as exc:  # the store away (QueueError), or a redactor's bug: a 503, never an error upstream
+            log.warning("ragwatch dashboard: feedback not stored: %s: %s", type(exc).__name__, exc)
+            self._count_feedback(service, record.kinds, "dropped")
+            return _text(503, "feedback not stored: the score store is unavailable\n")
+        self._count_feedback(service, record.kinds, "stored")
+        body_out = json.dumps({"stored": True, "sample_id": stored.sample_id, "kinds": record.kinds})
+        return Response(200, "application/json", body_out.encode("utf-8"))
+
+    def _count_feedback(self, service: str, kinds: list[str], outcome: str) -> None:
+        try:
+            count_feedback(self._feedback, service, kinds, outcome)
+        except Exception:  # a metric must never fail the page
+            log.debug("ragwatch dashboard: counting feedback %s failed", outcome, exc_info=True)
 
     def _counted(self, outcome: str) -> None:
         if self._count is not None:
@@ -479,20 +560,29 @@ def asgi_app(dashboard: Dashboard, app: ASGIApp | None = None) -> ASGIApp:
     The dashboard's gate decides first; a refused request goes on to ``app`` when there is one (a service's
     own routes answer it, usually 404), else it gets the 401/403. The store is read, and a ``.jsonl`` body
     encoded, on a worker thread (``asyncio.to_thread``): a Redis round trip never blocks the loop.
+    ``POST <prefix>/feedback`` (the operator buttons, :meth:`Dashboard.post`) is answered here, 403 included.
     """
     import asyncio
+
+    from ragwatch.capture.asgi import _read_body as read_body  # the middleware's bounded body reader
 
     async def dashboard_asgi(
         scope: _Message, receive: Callable[[], Awaitable[_Message]], send: Callable[[_Message], Awaitable[None]]
     ) -> None:
+        method, path = scope.get("method"), scope.get("path", "")
+        if scope.get("type") == "http" and method == "POST" and path == dashboard.feedback_path:
+            body = await read_body(receive, [], MAX_FEEDBACK_BODY)
+            headers = list(scope.get("headers") or ())
+            response = await asyncio.to_thread(dashboard.post, path, headers, _peer(scope), body)
+            if response is not None:
+                await _send(response, False, send)
+                return
         if scope.get("type") == "http" and scope.get("method") in ("GET", "HEAD"):
             path = scope.get("path", "")
             if dashboard.owns(path):
                 query = scope.get("query_string", b"").decode("latin-1")
-                client = scope.get("client")
-                peer = str(client[0]) if isinstance(client, (tuple, list)) and client else None
                 headers = list(scope.get("headers") or ())
-                response = await asyncio.to_thread(dashboard.serve, path, query, headers, peer)
+                response = await asyncio.to_thread(dashboard.serve, path, query, headers, _peer(scope))
                 if response is not None and not (response.refused and app is not None):
                     await _send(response, scope["method"] == "HEAD", send)
                     return
@@ -502,6 +592,10 @@ def asgi_app(dashboard: Dashboard, app: ASGIApp | None = None) -> ASGIApp:
         if scope.get("type") == "http":
             await send({"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]})
             await send({"type": "http.response.body", "body": b"not found\n"})
+
+    def _peer(scope: _Message) -> str | None:
+        client = scope.get("client")
+        return str(client[0]) if isinstance(client, (tuple, list)) and client else None
 
     async def _send(response: Response, head: bool, send: Callable[[_Message], Awaitable[None]]) -> None:
         try:

@@ -154,7 +154,9 @@ def make_feedback(
         raise FeedbackError("nothing to record: give a verdict, a chunk's relevance, golden=True or a note")
     if source not in SOURCES:
         raise FeedbackError(f"source must be one of {SOURCES}, got {source!r}")
-    return Feedback(sid, verdict, claim, chunk_id, chunk_relevant, golden, note, time.time() if at is None else at, source)
+    return Feedback(
+        sid, verdict, claim, chunk_id, chunk_relevant, golden, note, time.time() if at is None else at, source
+    )
 
 
 def count_feedback(counter: Any, service: str, kinds: Iterable[str], outcome: str) -> None:

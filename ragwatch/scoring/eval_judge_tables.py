@@ -122,7 +122,8 @@ def _evidence_rows(result: dict[str, Any]) -> Table:
     with_words = e["supported_claims"] - e["no_content_word"]
     title = "evidence: SUPPORTED claims whose quote shares no content word with the claim (target 0)"
     if e["no_content_word"]:
-        title += f"; {e['no_content_word']} claims without a content word set apart"
+        n = e["no_content_word"]
+        title += f"; {n} claim{'' if n == 1 else 's'} without a content word set apart"
     columns = ["SUPPORTED claims with a content word", "quote shares no word", "share"]
     return title, columns, [[str(with_words), str(e["quote_shares_no_word"]), _fmt(e["share"])]]
 

@@ -93,6 +93,24 @@ def serve_worker_http(
             else:
                 self._reply(404, b"not found\n")
 
+        def do_POST(self) -> None:
+            """The page's operator buttons (``/dashboard/feedback``); every other POST is a 404."""
+            path = self.path.partition("?")[0]
+            if dashboard is None or path != dashboard.feedback_path:
+                self._reply(404, b"not found\n")
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            body = self.rfile.read(length) if 0 <= length <= dashboard.max_feedback_body else None
+            if body is None:
+                self.close_connection = True  # the unread body must not be taken for the next request
+            headers = [(k.lower().encode("latin-1"), v.encode("latin-1", "replace")) for k, v in self.headers.items()]
+            page = dashboard.post(path, headers, self.client_address[0], body)
+            if page is not None:
+                self._reply(page.status, page.body, page.content_type, page.headers)
+
         def _reply(
             self,
             status: int,

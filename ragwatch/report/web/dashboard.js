@@ -34,7 +34,8 @@
   var FETCH_TIMEOUT_MS = 20000;
   var TZ = (Intl.DateTimeFormat().resolvedOptions().timeZone) || "local time";
 
-  var state = { charts: [], data: null, rendered: 0, error: null, page: 0, live: false, loads: 0 };
+  var state = { charts: [], data: null, rendered: 0, error: null, page: 0, live: false, loads: 0,
+    feedback: false, sent: {}, feedbackSent: 0, feedbackError: null };
   window.ragwatch = state;
 
   function el(tag, cls) {
@@ -563,6 +564,56 @@
     return span;
   }
 
+  // -- operator feedback: buttons on a card, POSTed to <page>/feedback with the page's token in an
+  // Authorization header (never a cookie, never ?token=: the server refuses writes authorised any other way).
+  // Shown only when the server accepts feedback (config.feedback) and the page was opened with its token.
+  function operatorToken() {
+    return state.feedback ? query().get("token") : null;
+  }
+
+  function feedbackButton(label, body, box) {
+    var key = JSON.stringify(body);
+    var b = el("button", "fb" + (state.sent[key] ? " sent" : ""), state.sent[key] ? "\u2713 " + label : label);
+    b.type = "button";
+    b.style.cssText = "font-size: 11px; line-height: 1.2; padding: 0 4px; margin: 0 1px;";  // no taller than text
+    b.title = body.chunk_id !== undefined ? "chunk " + body.chunk_id + " was " + (body.chunk_relevant ? "" : "not ") + "relevant to the question"
+      : body.golden ? "add this question to the replay golden set"
+      : "the judge's verdict on " + (body.claim !== undefined ? "this claim" : "this answer") + " was " + body.verdict;
+    b.setAttribute("data-feedback", Object.keys(body).filter(function (k) { return k !== "sample_id"; }).join(" "));
+    b.addEventListener("click", function () {
+      var token = operatorToken();
+      if (!token) return;
+      b.disabled = true;
+      fetch(location.pathname.replace(/\/+$/, "") + "/feedback", {
+        method: "POST",
+        cache: "no-store",
+        credentials: "omit",
+        headers: { "Authorization": "Bearer " + token, "Content-Type": "application/json" },
+        body: key,
+      }).then(function (r) {
+        if (!r.ok) return r.text().then(function (t) { throw new Error("HTTP " + r.status + (t ? ": " + t.trim().slice(0, 120) : "")); });
+        state.sent[key] = true;
+        state.feedbackSent++;
+        b.className = "fb sent";
+        b.textContent = "\u2713 " + label;
+        box.textContent = "saved";
+      }).catch(function (e) {
+        state.feedbackError = e.message;
+        box.textContent = "not saved (" + e.message + ")";
+      }).finally(function () { b.disabled = false; });
+    });
+    return b;
+  }
+
+  // the card's own buttons, on the line of its retrieved chunks: the page must stay short (issue 27)
+  function feedbackBar(w, box) {
+    var id = w.sample_id;
+    return el("span", "feedback", " \u00b7 ", el("span", "label", "operator: judge was "),
+      feedbackButton("right", { sample_id: id, verdict: "right" }, box),
+      feedbackButton("wrong", { sample_id: id, verdict: "wrong" }, box), " \u00b7 ",
+      feedbackButton("add to golden set", { sample_id: id, golden: true }, box), " ", box);
+  }
+
   function sampleCard(group, data) {
     var w = group.sample;
     var th = data.thresholds[w.metric];
@@ -580,10 +631,15 @@
       el("code", "sid", w.sample_id)));
     card.append(el("p", "question", el("span", "label", "Q "), w.question === null ? "(no question stored)" : w.question));
     card.append(highlighted(w.answer, w.claims));
+    var operator = !!operatorToken();
+    var saved = el("span", "fb-status muted");
     if (w.claims.length) {
       var list = el("ul", "claims");
       w.claims.forEach(function (c) {
         list.append(el("li", "claim-row " + c.verdict.toLowerCase(),
+          operator ? el("span", "fb-claim",
+            feedbackButton("right", { sample_id: w.sample_id, verdict: "right", claim: c.text }, saved),
+            feedbackButton("wrong", { sample_id: w.sample_id, verdict: "wrong", claim: c.text }, saved)) : null,
           el("span", "verdict", c.verdict.toLowerCase()),
           el("span", "claim-text", c.text),
           c.evidence !== null || c.chunk_id !== null
@@ -595,16 +651,21 @@
       });
       card.append(list);
     }
+    var chunks = w.chunks.length || operator ? el("div", "chunks", w.chunks.length ? el("span", "label", "retrieved ") : null) : null;
     if (w.chunks.length) {
-      var chunks = el("div", "chunks", el("span", "label", "retrieved "));
       w.chunks.forEach(function (c, i) {
         var chip = el("span", "chunk" + (c.used ? " used" : ""), "#" + (i + 1) + " ", el("code", null, c.id),
           c.relevance === null ? null : el("span", "rel " + (c.relevance >= 0.5 ? "hi" : "lo"), " " + num(c.relevance, 2)));
         chip.title = (c.used ? "used by the answer \u00b7 " : "") + "relevance " + num(c.relevance, 2);
+        if (operator) {
+          chip.append(" ", feedbackButton("relevant", { sample_id: w.sample_id, chunk_id: c.id, chunk_relevant: true }, saved),
+            feedbackButton("not", { sample_id: w.sample_id, chunk_id: c.id, chunk_relevant: false }, saved));
+        }
         chunks.append(chip);
       });
-      card.append(chunks);
     }
+    if (operator) chunks.append(feedbackBar(w, saved));
+    if (chunks) card.append(chunks);
     if (group.others.length) {
       card.append(el("p", "others muted", "also: " + group.others.slice(0, 4).map(function (o) {
         return o.sample_id + " (" + o.metric + " " + num(o.score, 2) + ")";
@@ -768,6 +829,7 @@
   function start() {
     var cfg = config();
     state.live = !!cfg.live;
+    state.feedback = !!(cfg.live && cfg.feedback);
     var resize = null;
     window.addEventListener("resize", function () {
       clearTimeout(resize);
