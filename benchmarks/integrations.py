@@ -27,6 +27,13 @@ batches, each request timed on its own with ``time.perf_counter_ns``:
 ``compression retriever`` / ``+ handler``
     The LCEL chain with a retriever around the retriever (what ``ContextualCompressionRetriever`` does),
     bare and with ragwatch's handler: the inner call is ``retrieve``, the outer ``rerank``.
+``auto-instrumented chain`` / ``embed_query``, bare / ``+ ragwatch.instrument(rw)``
+    The LCEL chain with a retriever that embeds the query first (``DeterministicFakeEmbedding``), invoked
+    with no ``callbacks`` at all, and one ``embed_query`` call on its own; then the same with
+    ``ragwatch.instrument(rw)`` on (every installed framework: LangChain's global handler and its embedding
+    classes as the ``embed`` stage, LlamaIndex, openai). The hooks are process-wide, so the instrumented
+    variants switch them on before each of their batches and off after it (outside the timed calls): the
+    other variants, their baselines included, never run with them.
 ``bare functions`` / ``decorators``
     ``overhead.py``'s request (a pipeline calling a retriever and an LLM function) bare and decorated,
     metrics only.
@@ -159,6 +166,9 @@ class Variant:
     request: Callable[[], Any]
     baseline: bool = False
     samples: list[int] = field(default_factory=list)
+    #: run before and after each batch of this variant, untimed (process-wide hooks on and off)
+    enter: Callable[[], Any] = lambda: None
+    leave: Callable[[], Any] = lambda: None
 
 
 @dataclass
@@ -170,12 +180,12 @@ class Copy:
     langchain: ModuleType
 
 
-def make_chain() -> Any:
+def make_chain(retriever: BaseRetriever | None = None) -> Any:
     prompt = ChatPromptTemplate.from_messages([("system", "Answer from: {context}"), ("human", "{question}")])
     model = GenericFakeChatModel(messages=itertools.repeat(MESSAGE))
     return (
         {
-            "context": Retriever() | (lambda docs: "\n".join(d.page_content for d in docs)),
+            "context": (retriever or Retriever()) | (lambda docs: "\n".join(d.page_content for d in docs)),
             "question": RunnablePassthrough(),
         }
         | prompt
@@ -345,6 +355,53 @@ def rerank_variants(copies: list[Copy]) -> list[Variant]:
     return variants
 
 
+def auto_variants() -> list[Variant]:
+    """``ragwatch.instrument(rw)``, this checkout only (another copy's lazy imports would find ours). Each
+    instrumented batch turns the hooks on and off again; the checks make sure they record while on."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    embedder = DeterministicFakeEmbedding(size=64)
+
+    class EmbeddingRetriever(BaseRetriever):
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            embedder.embed_query(query)
+            return DOCS
+
+    chain = make_chain(EmbeddingRetriever())
+
+    def embed() -> str:
+        embedder.embed_query("How much for hotels?")
+        return ANSWER
+
+    registry = CollectorRegistry()
+    rw = ragwatch.RagWatch("bench", registry=registry, tracing=False, sampling=False, degraded_mode=False)
+    embeds = [0.0]
+
+    def embedded() -> float:
+        labels = {"service": "bench", "stage": "embed", "outcome": "ok"}
+        return registry.get_sample_value("ragwatch_stage_duration_seconds_count", labels) or 0.0
+
+    def on() -> None:
+        if "langchain" not in ragwatch.instrument(rw):
+            raise SystemExit("ragwatch.instrument(rw) did not instrument LangChain")
+        embeds[0] = embedded()
+
+    def off() -> None:
+        ragwatch.uninstrument(rw)
+        if embedded() <= embeds[0]:  # a variant that records nothing would look fast
+            raise SystemExit("an instrumented batch recorded no embed stage")
+
+    def chain_request() -> str:
+        return chain.invoke("How much for hotels?")  # type: ignore[no-any-return]
+
+    return [
+        Variant("auto-instrumented chain (embeds the query), bare", "auto", chain_request, baseline=True),
+        Variant("+ ragwatch.instrument(rw), metrics only", "auto", chain_request, enter=on, leave=off),
+        Variant("embed_query, bare", "auto-embed", embed, baseline=True),
+        Variant("+ ragwatch.instrument(rw), metrics only", "auto-embed", embed, enter=on, leave=off),
+    ]
+
+
 def decorator_variants(copies: list[Copy]) -> list[Variant]:
     def bare() -> Callable[[], str]:
         def retrieve(question: str, top_k: int = 3) -> list[Document]:
@@ -403,8 +460,10 @@ def import_copy(checkout: Path) -> Copy:
 
 def measure(variants: list[Variant], requests: int, batch: int, warmup: int) -> float:
     for v in variants:
+        v.enter()
         for _ in range(warmup):
             v.request()
+        v.leave()
     gc.collect()
     clock = time.perf_counter_ns
     rounds = -(-requests // batch)
@@ -414,10 +473,12 @@ def measure(variants: list[Variant], requests: int, batch: int, warmup: int) -> 
         shift = r % len(variants)
         for v in variants[shift:] + variants[:shift]:
             append, request = v.samples.append, v.request
+            v.enter()
             for _ in range(n):
                 t0 = clock()
                 request()
                 append(clock() - t0)
+            v.leave()
     return time.perf_counter() - started
 
 
@@ -445,9 +506,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         + rerank_variants(copies)
         + otel_variants()
         + decorator_variants(copies)
+        + auto_variants()
     )
     for v in variants:
-        if v.request() != ANSWER:  # a broken variant would otherwise look fast
+        v.enter()
+        answered = v.request()
+        v.leave()
+        if answered != ANSWER:  # a broken variant would otherwise look fast
             raise SystemExit(f"variant {v.name!r} did not return the answer")
     wall = measure(variants, args.requests, args.batch, args.warmup)
 

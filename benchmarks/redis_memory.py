@@ -204,51 +204,33 @@ def main() -> None:
     if args.full:
         full_redis(args.seconds, args.rate, args.room_mb)
         return
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server not found")
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as workdir:
-        proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", workdir],
-            stdout=subprocess.DEVNULL,
-        )
-        try:
-            url = f"redis://127.0.0.1:{port}/0"
-            client = redis.Redis.from_url(url)
-            for _ in range(100):
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            version = client.info("server")["redis_version"]
-            ids = [os.urandom(16).hex() for _ in range(args.samples)]  # as the producer makes them
+    with _redis_server() as url:
+        client = redis.Redis.from_url(url)
+        version = client.info("server")["redis_version"]
+        ids = [os.urandom(16).hex() for _ in range(args.samples)]  # as the producer makes them
 
-            # one key per sample, with a TTL: the marker of earlier releases
-            before = _used(client)
-            pipe = client.pipeline(transaction=False)
-            keys = Keys("bench")
-            for i, sample_id in enumerate(ids):
-                pipe.set(keys.applied(sample_id), "1", nx=True, ex=WEEK)
-                if i % 5000 == 4999:
-                    pipe.execute()
-            pipe.execute()
-            per_key = (_used(client) - before) / len(ids)
-            client.flushall()
+        # one key per sample, with a TTL: the marker of earlier releases
+        before = _used(client)
+        pipe = client.pipeline(transaction=False)
+        keys = Keys("bench")
+        for i, sample_id in enumerate(ids):
+            pipe.set(keys.applied(sample_id), "1", nx=True, ex=WEEK)
+            if i % 5000 == 4999:
+                pipe.execute()
+        pipe.execute()
+        per_key = (_used(client) - before) / len(ids)
+        client.flushall()
 
-            # hour sets, through the real apply script (scores stream trimmed to 100 to measure markers only)
-            queue = RedisQueue(url, "bench", scores_maxlen=100)
-            now = time.time()
-            before = _used(client)
-            for start in range(0, len(ids), 1000):
-                queue.apply_many([(i, b"r", {}, now) for i in ids[start : start + 1000]])
-            scores = int(client.memory_usage(keys.scores) or 0)
-            per_set = (_used(client) - before - scores) / len(ids)
-            queue.close()
-        finally:
-            proc.terminate()
-            proc.wait(10)
+        # hour sets, through the real apply script (scores stream trimmed to 100 to measure markers only)
+        queue = RedisQueue(url, "bench", scores_maxlen=100)
+        now = time.time()
+        before = _used(client)
+        for start in range(0, len(ids), 1000):
+            queue.apply_many([(i, b"r", {}, now) for i in ids[start : start + 1000]])
+        scores = int(client.memory_usage(keys.scores) or 0)
+        per_set = (_used(client) - before - scores) / len(ids)
+        queue.close()
+        client.close()
     print(f"redis {version}, {args.samples:,} samples each way (used_memory delta per sample)")
     print(f"  one key per sample (applied:<id>, EX 7 d): {per_key:6.1f} B/sample")
     print(f"  hour sets (applied-by-hour:<h>, SADD):      {per_set:6.1f} B/sample")

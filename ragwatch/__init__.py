@@ -34,11 +34,12 @@ from ragwatch.settings import Settings, load_settings
 
 def instrument(rw: RagWatch, *, only: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Watch every supported framework that is installed — langchain-core (a callback handler on every
-    chain), llama-index-core (its root dispatcher), openai (every client's chat, Responses and embeddings
-    calls) — the way ``openlit.init()`` does; ``only`` names some of them (``"langchain"``,
-    ``"llamaindex"``, ``"openai"``). Same as ``RagWatch(..., auto_instrument=True)``; calling it again adds
-    nothing. Returns what it instrumented, by framework. The integrations load only when this is called, so
-    ``import ragwatch`` stays light; :func:`ragwatch.integrations.instrument` has the details."""
+    chain, and the ``embed`` stage on every ``Embeddings`` class), llama-index-core (its root dispatcher),
+    openai (every client's chat, Responses and embeddings calls) — the way ``openlit.init()`` does; ``only``
+    names some of them (``"langchain"``, ``"llamaindex"``, ``"openai"``). Same as
+    ``RagWatch(..., auto_instrument=True)``; calling it again adds nothing. Returns what it instrumented, by
+    framework. The integrations load only when this is called, so ``import ragwatch`` stays light;
+    :func:`ragwatch.integrations.instrument` has the details."""
     from ragwatch.integrations import instrument as instrument_all
 
     return instrument_all(rw, only=only)

@@ -29,7 +29,10 @@ checks and, on the same rows, for the coverage heuristic they replaced. ``--judg
 embedding judge (``ragwatch[embeddings]``: the checks, with the claim–question similarity raising the
 coverage part under their caps) against the offline judge. Apart, for the short correct answers (the demo
 set and the RGB answers, a few words each): the share at or over the threshold, and the share scoring no
-higher than the median answer to another question of the same source.
+higher than the median answer to another question of the same source — of all of them, and of those whose
+question asks another kind of thing (``question_kind``: a date, a number, a person, a place, or none). An
+answer to a question of the same kind (another film's director) is of the right type; no reference-free
+judge tells it from the right one, so the second share is the one the reading of short answers can move.
 """
 
 from __future__ import annotations
@@ -122,7 +125,9 @@ def short_answers(rows: list[dict[str, Any]], model: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for source in ("demo", "rgb"):
         pos = [r[model] for r in rows if r["source"] == source and r["relevant"]]
-        neg = sorted(r[model] for r in rows if r["source"] == source and r["kind"] == "other question")
+        unrelated = [r for r in rows if r["source"] == source and r["kind"] == "other question"]
+        neg = sorted(r[model] for r in unrelated)
+        other_kind = sorted(r[model] for r in unrelated if not r["same_kind"])
         if not pos or not neg:
             continue
         median = neg[len(neg) // 2]
@@ -132,6 +137,11 @@ def short_answers(rows: list[dict[str, Any]], model: str) -> dict[str, Any]:
             "unrelated_median": median,
             "correct_at_or_below_unrelated_median": round(sum(p <= median for p in pos) / len(pos), 3),
         }
+        if other_kind:
+            m = other_kind[len(other_kind) // 2]
+            out[source]["other_kind_unrelated"] = len(other_kind)
+            out[source]["other_kind_median"] = m
+            out[source]["correct_at_or_below_other_kind_median"] = round(sum(p <= m for p in pos) / len(pos), 3)
     return out
 
 
@@ -164,7 +174,10 @@ def build_rows(pairs: list[dict[str, str]]) -> list[dict[str, Any]]:
         rows.append({**base, "answer": p["answer"], "relevant": True, "kind": "relevant"})
         j = _most_similar(i, pairs, toks, lambda o: True)
         if j is not None and pairs[j]["answer"] != p["answer"]:
-            rows.append({**base, "answer": pairs[j]["answer"], "relevant": False, "kind": "other question"})
+            same = question_kind(pairs[j]["question"]) == question_kind(p["question"])
+            rows.append(
+                {**base, "answer": pairs[j]["answer"], "relevant": False, "kind": "other question", "same_kind": same}
+            )
         years = set(_YEAR_RE.findall(p["question"])) & set(_YEAR_RE.findall(p["answer"]))
         if years:
             changed = p["answer"]
@@ -260,6 +273,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{e['correct_at_or_below_unrelated_median']:.3f} (median unrelated {e['unrelated_median']:.2f})"
             f"   {old}: {o.get('at_threshold', 0):.3f} | {o.get('correct_at_or_below_unrelated_median', 0):.3f}"
         )
+        if "other_kind_median" in e:
+            print(
+                f"  {'':8s} {e['other_kind_unrelated']:5d} unrelated of another kind: share <= their median "
+                f"{e['correct_at_or_below_other_kind_median']:.3f} (median {e['other_kind_median']:.2f})"
+                f"   {old}: {o.get('correct_at_or_below_other_kind_median', 0):.3f}"
+                f" (median {o.get('other_kind_median', 0):.2f})"
+            )
     return 0
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +15,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 import ragwatch
+from ragwatch.capture.run import Run
+from ragwatch.guard import Guard
+from ragwatch.metrics.catalog import ProducerMetrics, families
+from ragwatch.queue.contract import Queue
+from ragwatch.queue.producer import Producer
 from ragwatch.sampling.sample import Sample, SampleChunk
+from tests.openai_stub import OpenAIStub
 from tests.servers import RedisServer
 
 
@@ -56,6 +64,44 @@ def rw(registry: CollectorRegistry, provider: TracerProvider) -> ragwatch.RagWat
     return ragwatch.RagWatch("svc", registry=registry, tracer_provider=provider)
 
 
+@pytest.fixture
+def runs(rw: ragwatch.RagWatch) -> list[ragwatch.Run]:
+    """Every run ``rw`` finishes during the test, in order."""
+    found: list[ragwatch.Run] = []
+    rw.add_listener(found.append)
+    return found
+
+
+@pytest.fixture
+def scoring(
+    registry: CollectorRegistry, provider: TracerProvider
+) -> Iterator[tuple[ragwatch.RagWatch, list[ragwatch.Run]]]:
+    """A service that samples every request and scores it in process (a memory:// queue of its own), with
+    tracing; and the runs it finished."""
+    rw = ragwatch.RagWatch(
+        "svc",
+        registry=registry,
+        tracer_provider=provider,
+        redis_url=f"memory://scoring-{uuid.uuid4().hex[:8]}",
+        sample_rate=1.0,
+        flush_interval=0.02,
+        scoring_max_per_second=1000.0,
+    )
+    found: list[ragwatch.Run] = []
+    rw.add_listener(found.append)
+    try:
+        yield rw, found
+    finally:
+        rw.close(1)
+
+
+@pytest.fixture
+def stub() -> Iterator[OpenAIStub]:
+    """A real HTTP server speaking the OpenAI protocol (:mod:`tests.openai_stub`)."""
+    with OpenAIStub() as server:
+        yield server
+
+
 def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     """A sample's value, 0.0 when the series does not exist (yet)."""
     value = registry.get_sample_value(name, labels)
@@ -83,6 +129,37 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of the test's own, for a test that fills, reconfigures or stops it (the session's
+    ``redis_server`` is shared)."""
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+def cap_memory(client: Any, extra: int) -> None:
+    """``maxmemory`` = what Redis uses now + ``extra`` bytes, with ``noeviction``: a Redis that fills up."""
+    used = int(client.info("memory")["used_memory"])
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", used + extra)
+
+
+def quick_producer(
+    queue: Queue, build: Callable[[Run, str], bytes], registry: CollectorRegistry, **options: Any
+) -> Producer:
+    """A producer counting into ``registry`` whose flusher a test need not wait for: a flush every 10 ms
+    and a retry backoff capped at 0.2 s unless ``options`` say otherwise."""
+    return Producer(
+        queue,
+        build,
+        metrics=families(ProducerMetrics, registry),
+        guard=Guard(None),
+        **{"flush_interval": 0.01, "max_backoff": 0.2, **options},
+    )
 
 
 @pytest.fixture

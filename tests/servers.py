@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -106,6 +107,38 @@ class RedisServer:
 # -- TLS, Sentinel and Cluster deployments -----------------------------------------------------------------
 
 
+def wait_ready(port: int, proc: subprocess.Popen[Any] | None = None, timeout: float = 30.0) -> None:
+    """Poll the ``/readyz`` of a worker (or demo) process on 127.0.0.1:``port`` until it answers 200; fail
+    the test when ``timeout`` passes or ``proc`` exits first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline and (proc is None or proc.poll() is None), "worker never became ready"
+        time.sleep(0.1)
+
+
+def lines_until(proc: subprocess.Popen[str], marker: str, timeout: float = 120.0) -> list[str]:
+    """The lines ``proc`` printed (its stdout, a text pipe) up to the first that contains ``marker``, its end
+    of output, or ``timeout``, whichever comes first."""
+    assert proc.stdout is not None
+    printed: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        printed.append(line)
+        if marker in line:
+            break
+    return printed
+
+
 def _log_tail(path: Path, lines: int = 20) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -122,8 +155,22 @@ def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
     if proc is None or proc.poll() is not None:
         return
     proc.terminate()
+    _reap(proc, 10)
+
+
+def interrupt(proc: subprocess.Popen[Any], timeout: float = 20.0) -> None:
+    """Stop ``proc`` as Ctrl-C would (SIGINT, so it shuts down the way a user stops it), kill it when it
+    is not gone within ``timeout``, and close its stdout pipe."""
+    proc.send_signal(signal.SIGINT)
+    _reap(proc, timeout)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def _reap(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """Wait for ``proc`` to exit; kill it after ``timeout`` seconds."""
     try:
-        proc.wait(10)
+        proc.wait(timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)

@@ -174,3 +174,40 @@ def test_an_unrelated_answer_does_not_share_the_correct_answers_score(judge: Off
 def test_a_calendar_question_is_not_answered_by_a_relative_time(question: str, answer: str) -> None:
     assert check_answer(question, answer).answers_attribute is False
     assert answer_relevance(question, answer) < THRESHOLD
+
+
+# -- issue 27: a short answer reads its question; a correct one no longer shares an unrelated one's score ---------
+
+SHORT_CASES = [
+    # (question, a correct short answer, an unrelated short answer of the wrong type)
+    pytest.param("Who directed the movie Avatar?", "James Cameron", "10.94%", id="who-number-en"),
+    pytest.param("2018年谁当选台北市市长", "柯文哲", "4月14日", id="who-date-zh"),
+    pytest.param("Where were the 2019 Military World Games held?", "Wuhan", "June 12", id="where-date-en"),
+    pytest.param("Which country won the most medals?", "U.S.", "12.3", id="which-country-abbreviation"),
+    pytest.param("When do new employees receive a company laptop?", "On the first working day.", "Room 4B.", id="when"),
+]
+
+
+@pytest.mark.parametrize(("question", "right", "wrong"), SHORT_CASES)
+def test_a_short_answer_of_the_wrong_type_reads_below_the_right_one(
+    judge: OfflineJudge, question: str, right: str, wrong: str
+) -> None:
+    right_score, wrong_score = scored(judge, question, right), scored(judge, question, wrong)
+    assert right_score >= THRESHOLD > wrong_score
+
+
+def test_a_short_answer_with_evidence_reads_above_one_with_none(judge: OfflineJudge) -> None:
+    """Carrying the asked type, or sharing the question's words, is evidence a short answer answers *this*
+    question; an answer to an untyped question sharing nothing is not read down, but not up either."""
+    typed = scored(judge, "Who directed the movie Avatar?", "James Cameron")
+    shared = scored(judge, "What kind of game is Minecraft?", "A sandbox game.")
+    unread = scored(judge, "What kind of game is Minecraft?", "Diving.")
+    assert typed > unread and shared > unread >= THRESHOLD
+    assert check_answer("Who directed the movie Avatar?", "James Cameron").answers_attribute is True
+    assert check_answer("Who directed the movie Avatar?", "10.94%").answers_attribute is False
+    # a long answer to "who" names much besides the person: not checked
+    long_answer = (
+        "The science fiction movie was directed by a Canadian filmmaker who also wrote and produced Titanic, "
+        "released by Twentieth Century Fox in December 1997."
+    )
+    assert check_answer("Who directed the movie Avatar?", long_answer).answers_attribute is None

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -24,7 +23,7 @@ from ragwatch.cli import build_parser
 from ragwatch.queue.factory import open_queue
 from tests.cli_parsers import expanded_help, subcommands
 from tests.scored import scored_records
-from tests.servers import free_port
+from tests.servers import free_port, interrupt, lines_until, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "hunter2-secret"
@@ -134,25 +133,11 @@ def test_demo_port_implies_serve(tmp_path: Path) -> None:
     env = clean_env(PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        printed = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()  # type: ignore[union-attr]
-            if not line:
-                break
-            printed.append(line)
-            if "still serving" in line:
-                break
+        printed = lines_until(proc, "still serving")
         assert any(f"http://127.0.0.1:{port}/dashboard" in line for line in printed), "".join(printed)
         assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        proc.stdout.close()  # type: ignore[union-attr]
+        interrupt(proc)
 
 
 # -- row 3: an unreachable Redis: 190 lines, two tracebacks, ~20 s (demo); retries forever (worker --burst) ---
@@ -219,15 +204,7 @@ def test_library_info_lines_only_with_verbose(redis_url: str, tmp_path: Path) ->
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "worker did not become ready"
-            time.sleep(0.1)
+        wait_ready(port, proc)
         url = f"http://127.0.0.1:{port}/dashboard"
         quiet = run("report", "--url", url, "--no-state")
         assert quiet.returncode == 0, quiet.stderr

@@ -27,7 +27,7 @@ from ragwatch.scoring.worker import Worker
 from ragwatch.settings import load_settings
 from tests.conftest import sample, wait_for
 from tests.test_dashboard import DOCS, Page, browser  # noqa: F401  (browser: the Chromium fixture)
-from tests.test_dashboard_service import AUTH, TOKEN, serve, service, traffic
+from tests.test_dashboard_service import AUTH, TOKEN, served
 
 
 def counted(rw: ragwatch.RagWatch, kind: str, outcome: str) -> float:
@@ -42,14 +42,8 @@ def stored(rw: ragwatch.RagWatch) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def operated() -> Iterator[tuple[str, ragwatch.RagWatch]]:
-    app, rw = service(dashboard_token=TOKEN, registry=CollectorRegistry())
-    base, server = serve(app)
-    try:
-        traffic(base, rw, 12)
-        yield base, rw
-    finally:
-        server.should_exit = True
-        rw.close(1)
+    with served(12, dashboard_token=TOKEN, registry=CollectorRegistry()) as found:
+        yield found
 
 
 CLICK = """([selector, index]) => {
@@ -132,11 +126,7 @@ def test_writes_need_the_token_in_a_header(operated: tuple[str, ragwatch.RagWatc
 
 
 def test_a_viewer_let_in_by_address_may_read_but_never_write(browser: Any) -> None:  # noqa: F811
-    registry = CollectorRegistry()
-    app, rw = service(dashboard_sources=["127.0.0.1"], registry=registry)
-    base, server = serve(app)
-    try:
-        traffic(base, rw, 6)
+    with served(6, dashboard_sources=["127.0.0.1"], registry=CollectorRegistry()) as (base, rw):
         page = Page(browser, f"{base}/dashboard")
         assert page.js("document.querySelectorAll('article.sample').length") > 0  # reads the page
         assert page.js("document.querySelectorAll('article.sample button.fb, .feedback').length") == 0
@@ -149,9 +139,6 @@ def test_a_viewer_let_in_by_address_may_read_but_never_write(browser: Any) -> No
         assert rw.queue is not None and rw.queue.feedback(10) == []
         assert counted(rw, "unread", "refused") == 2
         page.page.close()
-    finally:
-        server.should_exit = True
-        rw.close(1)
 
 
 def test_the_worker_port_stores_an_operators_feedback_in_redis(redis_url: str) -> None:

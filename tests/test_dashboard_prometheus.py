@@ -28,8 +28,8 @@ from ragwatch.metrics.exposition import start_metrics_server
 from ragwatch.queue.factory import open_queue
 from ragwatch.report.dashboard import Dashboard
 from ragwatch.report.sources import QueueSource
-from ragwatch.settings import load_settings
-from tests.servers import _log_tail, _wait_until, free_port, require_binary
+from ragwatch.settings import Settings, load_settings
+from tests.servers import _log_tail, _terminate, _wait_until, free_port, require_binary
 
 SCRAPE = """
 global:
@@ -69,12 +69,7 @@ def running_prometheus(workdir: Path, target_port: int, *flags: str) -> Iterator
         _wait_until("prometheus", lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, log, proc, 30)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        _terminate(proc)
 
 
 @pytest.fixture
@@ -98,6 +93,17 @@ def _scalar(url: str, promql: str) -> float | None:
     assert body["status"] == "success", body
     result = body["data"]["result"]
     return float(result[0]["value"][1]) if result else None
+
+
+def dashboard_json(settings: Settings, query: str) -> tuple[Dashboard, Any]:
+    """The dashboard ``settings`` describe, over an empty in-process queue, and its answer to
+    ``/dashboard.json?<query>``."""
+    queue = open_queue("memory://", settings.service)
+    try:
+        dashboard = Dashboard.from_settings(QueueSource(queue), settings, counted=False)
+        return dashboard, dashboard.handle("/dashboard.json", query)
+    finally:
+        queue.close()
 
 
 def until(what: str, check: Any, log: Path, timeout: float = 30.0) -> None:
@@ -128,12 +134,7 @@ def test_the_worker_page_reads_operations_from_prometheus(
     until("the ten requests", lambda: _scalar(url, f"sum({count})") == 10.0, log)
 
     settings = load_settings(service=service, prometheus_url=url + "/", trace_url_template=None)
-    queue = open_queue("memory://", service)
-    try:
-        dashboard = Dashboard.from_settings(QueueSource(queue), settings, counted=False)
-        response = dashboard.handle("/dashboard.json", "range=1h")
-    finally:
-        queue.close()
+    _, response = dashboard_json(settings, "range=1h")
     assert response is not None and response.status == 200, response
     ops = orjson.loads(response.body)["operations"]
     assert ops["available"] is True and ops["from"] == f"Prometheus at {url}", ops
@@ -153,12 +154,7 @@ def test_from_settings_links_traces_and_falls_back_when_prometheus_is_away() -> 
     settings = load_settings(
         service=service, prometheus_url=f"http://127.0.0.1:{free_port()}", trace_url_template=template
     )
-    queue = open_queue("memory://", service)
-    try:
-        dashboard = Dashboard.from_settings(QueueSource(queue), settings, counted=False)
-        response = dashboard.handle("/dashboard.json", "range=15m")
-    finally:
-        queue.close()
+    dashboard, response = dashboard_json(settings, "range=15m")
     assert (dashboard.trace_url, dashboard.service) == (template, service)
     assert response is not None and response.status == 200
     data = orjson.loads(response.body)

@@ -5,6 +5,7 @@ reads them; headless Chromium draws them with planted markup inert."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -95,17 +96,25 @@ def traffic(base: str, rw: ragwatch.RagWatch, n: int) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture(scope="module")
-def scored() -> Iterator[tuple[str, ragwatch.RagWatch]]:
-    """A service that served 30 requests and scored them all itself; its page asks for TOKEN."""
-    app, rw = service(dashboard_token=TOKEN)
+@contextlib.contextmanager
+def served(n: int, **settings: Any) -> Iterator[tuple[str, ragwatch.RagWatch]]:
+    """:func:`service` with ``settings``, served by uvicorn, after ``n`` requests it scored itself:
+    (its base URL, its RagWatch); stopped and closed on exit."""
+    app, rw = service(**settings)
     base, server = serve(app)
     try:
-        traffic(base, rw, 30)
+        traffic(base, rw, n)
         yield base, rw
     finally:
         server.should_exit = True
         rw.close(1)
+
+
+@pytest.fixture(scope="module")
+def scored() -> Iterator[tuple[str, ragwatch.RagWatch]]:
+    """A service that served 30 requests and scored them all itself; its page asks for TOKEN."""
+    with served(30, dashboard_token=TOKEN) as found:
+        yield found
 
 
 def report(url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -133,14 +142,8 @@ def test_the_service_serves_its_own_scores_at_dashboard(scored: tuple[str, ragwa
 def test_the_service_page_shows_operations_from_its_own_metrics() -> None:
     """The operations panel of the service's own page reads its request histogram and cost counter: the
     requests it served in the range, none failed, a p95 and a cost — no Prometheus needed."""
-    app, rw = service(dashboard_token=TOKEN, registry=CollectorRegistry())  # its own families: counts from 0
-    base, server = serve(app)
-    try:
-        traffic(base, rw, 4)
+    with served(4, dashboard_token=TOKEN, registry=CollectorRegistry()) as (base, _):  # own families: from 0
         ops = httpx.get(f"{base}/dashboard.json", params={"range": "15m"}, headers=AUTH).json()["operations"]
-    finally:
-        server.should_exit = True
-        rw.close(1)
     assert ops["available"] is True and ops["from"] == "this process's metrics", ops
     assert ops["requests"] == 4 and ops["error_ratio"] == 0.0
     assert ops["p95_seconds"] is not None and ops["p95_seconds"] > 0 and ops["cost_per_hour"] > 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -20,51 +19,25 @@ from prometheus_client import CollectorRegistry
 
 from ragwatch.capture.run import Run
 from ragwatch.errors import QueueFullError
-from ragwatch.guard import Guard
-from ragwatch.metrics.catalog import ProducerMetrics, families
 from ragwatch.queue.keys import Keys
-from ragwatch.queue.producer import Producer
 from ragwatch.queue.redis import RedisQueue
+from tests.conftest import cap_memory, quick_producer, wait_for
 from tests.conftest import sample as metric
-from tests.conftest import wait_for
 from tests.servers import RedisServer
 from tests.test_worker_faults import good, outcome, worker_for
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Any:
-    server = RedisServer(tmp_path)
-    server.start()
-    yield server
-    server.stop()
-
-
-def _room(client: redis.Redis, extra: int) -> None:
-    """``maxmemory`` = what Redis uses now + ``extra`` bytes, with ``noeviction``."""
-    used = int(client.info("memory")["used_memory"])
-    client.config_set("maxmemory-policy", "noeviction")
-    client.config_set("maxmemory", used + extra)
 
 
 def _by_id(run: Run, reason: str) -> bytes:  # the question carries the sample id; 20 kB of chunk text
     return good(run.question or "", chunks=[{"id": "c", "rank": 0, "text": "x" * 20_000}])
 
 
-def test_a_batch_refused_part_way_resends_only_the_unsent_rest(server: RedisServer) -> None:
-    client = redis.Redis.from_url(server.url)
+def test_a_batch_refused_part_way_resends_only_the_unsent_rest(own_redis: RedisServer) -> None:
+    client = redis.Redis.from_url(own_redis.url)
     registry = CollectorRegistry()
-    queue = RedisQueue(server.url, "kb", socket_timeout=2.0)
-    producer = Producer(
-        queue,
-        _by_id,
-        metrics=families(ProducerMetrics, registry),
-        guard=Guard(None),
-        batch_size=50,
-        flush_interval=0.01,
-        max_backoff=0.2,
-    )
+    queue = RedisQueue(own_redis.url, "kb", socket_timeout=2.0)
+    producer = quick_producer(queue, _by_id, registry, batch_size=50)
     try:
-        _room(client, 300_000)  # about 15 of the batch's 50 samples of 20 kB fit
+        cap_memory(client, 300_000)  # about 15 of the batch's 50 samples of 20 kB fit
         for i in range(50):
             producer.offer(Run("kb", f"s{i:02d}"), "rate")
         wait_for(lambda: producer.failures >= 1)
@@ -123,14 +96,14 @@ def test_scores_and_markers_are_kept_within_their_byte_budgets(redis_url: str) -
     client.close()
 
 
-def test_redis_full_of_scores_heals_when_a_worker_comes(server: RedisServer) -> None:
+def test_redis_full_of_scores_heals_when_a_worker_comes(own_redis: RedisServer) -> None:
     """The wedge of the issue: the sample stream is empty (every sample scored and trimmed), Redis is at
     maxmemory with score records and markers, and every new sample is refused. A worker's maintenance pass
     now sees the headroom under its floor and halves them, so the producer's samples go in again."""
-    client = redis.Redis.from_url(server.url)
-    queue = RedisQueue(server.url, "kb", socket_timeout=2.0)
+    client = redis.Redis.from_url(own_redis.url)
+    queue = RedisQueue(own_redis.url, "kb", socket_timeout=2.0)
     queue.ensure_group()
-    _room(client, 3_000_000)
+    cap_memory(client, 3_000_000)
     record = b"r" * 2000
     n = 0
     with pytest.raises(QueueFullError):  # fill Redis with score records until it refuses one
@@ -139,18 +112,10 @@ def test_redis_full_of_scores_heals_when_a_worker_comes(server: RedisServer) -> 
             n += 100
     assert client.xlen(Keys("kb").samples) == 0
     registry = CollectorRegistry()
-    producer = Producer(
-        queue,
-        _by_id,
-        metrics=families(ProducerMetrics, registry),
-        guard=Guard(None),
-        batch_size=20,
-        flush_interval=0.01,
-        max_backoff=0.2,
-    )
+    producer = quick_producer(queue, _by_id, registry, batch_size=20)
     worker_registry = CollectorRegistry()
     worker = worker_for(
-        RedisQueue(server.url, "kb", socket_timeout=2.0, min_headroom_ratio=0.10), worker_registry, batch=64
+        RedisQueue(own_redis.url, "kb", socket_timeout=2.0, min_headroom_ratio=0.10), worker_registry, batch=64
     )
     worker.maintenance_seconds = 0.2
     thread = threading.Thread(target=worker.work, kwargs={"max_seconds": 60})

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import ragwatch
+from ragwatch.capture.record import is_stream
 from ragwatch.capture.responses import estimate_tokens
-from ragwatch.capture.stages import is_stream
 from tests.conftest import sample, stage_count
 
 

@@ -74,13 +74,6 @@ def make_chain(model: Any, retriever: BaseRetriever | None = None) -> Any:
     )
 
 
-@pytest.fixture
-def runs(rw: ragwatch.RagWatch) -> list[ragwatch.Run]:
-    found: list[ragwatch.Run] = []
-    rw.add_listener(found.append)
-    return found
-
-
 def test_invoke_is_one_run_with_chunks_scores_usage_and_spans(
     rw: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans, runs: list[ragwatch.Run]
 ) -> None:
@@ -193,12 +186,6 @@ def test_unreadable_documents_are_counted_not_raised(rw: ragwatch.RagWatch, regi
     handler.on_chain_end({"answer": "a"}, run_id=chain_id)
     assert sample(registry, "ragwatch_internal_errors_total", component="chunks") == 1
     assert stage_count(registry, "request") == 1 and stage_count(registry, "retrieve") == 1
-
-
-@pytest.fixture
-def stub() -> Any:
-    with OpenAIStub() as server:
-        yield server
 
 
 @pytest.mark.parametrize("streaming", [False, True])

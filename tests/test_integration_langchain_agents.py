@@ -27,13 +27,6 @@ from tests.test_integration_langchain import ANSWER, make_chain  # noqa: E402
 QUESTION = "How much for hotels?"
 
 
-@pytest.fixture
-def runs(rw: ragwatch.RagWatch) -> list[ragwatch.Run]:
-    found: list[ragwatch.Run] = []
-    rw.add_listener(found.append)
-    return found
-
-
 def test_stream_keeps_the_question(rw: ragwatch.RagWatch, runs: list[ragwatch.Run]) -> None:
     chain = make_chain(GenericFakeChatModel(messages=iter([ANSWER])))
     assert "".join(chain.stream(QUESTION, config={"callbacks": [RagwatchCallbackHandler(rw)]})) == ANSWER

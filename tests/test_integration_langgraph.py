@@ -6,8 +6,6 @@ model call of the loop is billed to the request, and each tool call is a GenAI `
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -69,26 +67,6 @@ def make_agent(stub: OpenAIStub) -> Any:
 
 def model(stub: OpenAIStub) -> ChatOpenAI:
     return ChatOpenAI(model=MODEL, api_key="test", base_url=stub.url, max_retries=0)
-
-
-@pytest.fixture
-def scoring(registry: CollectorRegistry, provider: Any) -> Iterator[tuple[ragwatch.RagWatch, list[ragwatch.Run]]]:
-    """A service that samples every request and scores it in process (memory://), with tracing."""
-    rw = ragwatch.RagWatch(
-        "svc",
-        registry=registry,
-        tracer_provider=provider,
-        redis_url=f"memory://lg-{uuid.uuid4().hex[:8]}",
-        sample_rate=1.0,
-        flush_interval=0.02,
-        scoring_max_per_second=1000.0,
-    )
-    runs: list[ragwatch.Run] = []
-    rw.add_listener(runs.append)
-    try:
-        yield rw, runs
-    finally:
-        rw.close(1)
 
 
 def test_a_react_agent_is_one_run_scored_on_every_tool_retrieval(

@@ -49,11 +49,10 @@ def index() -> VectorStoreIndex:
 
 
 @pytest.fixture
-def runs(rw: ragwatch.RagWatch) -> Iterator[list[ragwatch.Run]]:
-    found: list[ragwatch.Run] = []
-    rw.add_listener(found.append)
+def runs(runs: list[ragwatch.Run], rw: ragwatch.RagWatch) -> Iterator[list[ragwatch.Run]]:
+    """The runs ``rw`` finishes (conftest's fixture), with LlamaIndex instrumented for the test."""
     handler = instrument(rw)
-    yield found
+    yield runs
     uninstrument(handler)
 
 

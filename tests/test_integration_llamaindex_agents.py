@@ -6,7 +6,6 @@ billed once; and an openai SDK call inside a LlamaIndex LLM is that same generat
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -59,25 +58,15 @@ def agent_model(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
 
 
 @pytest.fixture
-def scoring(registry: CollectorRegistry, provider: Any) -> Iterator[tuple[ragwatch.RagWatch, list[ragwatch.Run]]]:
-    """Every request sampled and scored in process (memory://), with tracing; LlamaIndex instrumented."""
-    rw = ragwatch.RagWatch(
-        "svc",
-        registry=registry,
-        tracer_provider=provider,
-        redis_url=f"memory://li-{uuid.uuid4().hex[:8]}",
-        sample_rate=1.0,
-        flush_interval=0.02,
-        scoring_max_per_second=1000.0,
-    )
-    runs: list[ragwatch.Run] = []
-    rw.add_listener(runs.append)
-    handler = instrument(rw)
+def scoring(
+    scoring: tuple[ragwatch.RagWatch, list[ragwatch.Run]],
+) -> Iterator[tuple[ragwatch.RagWatch, list[ragwatch.Run]]]:
+    """Every request sampled and scored in process (conftest's fixture), with LlamaIndex instrumented."""
+    handler = instrument(scoring[0])
     try:
-        yield rw, runs
+        yield scoring
     finally:
         uninstrument(handler)
-        rw.close(1)
 
 
 # llama-index-workflows lists an agent's steps with inspect.getmembers, which touches pydantic's deprecated
@@ -120,11 +109,10 @@ async def test_a_function_agent_is_scored_on_its_own_answer_and_every_tool_retri
 
 
 @pytest.fixture
-def runs(rw: ragwatch.RagWatch) -> Iterator[list[ragwatch.Run]]:
-    found: list[ragwatch.Run] = []
-    rw.add_listener(found.append)
+def runs(runs: list[ragwatch.Run], rw: ragwatch.RagWatch) -> Iterator[list[ragwatch.Run]]:
+    """The runs ``rw`` finishes (conftest's fixture), with LlamaIndex instrumented for the test."""
     handler = instrument(rw)
-    yield found
+    yield runs
     uninstrument(handler)
 
 

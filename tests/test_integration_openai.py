@@ -31,19 +31,6 @@ MODEL = "gpt-4o-mini"
 MESSAGES = [{"role": "user", "content": "How much for hotels?"}]
 
 
-@pytest.fixture
-def stub() -> Any:
-    with OpenAIStub() as server:
-        yield server
-
-
-@pytest.fixture
-def runs(rw: ragwatch.RagWatch) -> list[ragwatch.Run]:
-    found: list[ragwatch.Run] = []
-    rw.add_listener(found.append)
-    return found
-
-
 def tokens(registry: CollectorRegistry, kind: str, source: str = "reported") -> float:
     return sample(registry, "ragwatch_tokens_total", service="svc", model=MODEL, kind=kind, source=source)
 

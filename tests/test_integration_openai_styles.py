@@ -27,19 +27,6 @@ MESSAGES = [{"role": "user", "content": "How much for hotels?"}]
 ANSWER = "Hotels are capped at 600 CNY per night."
 
 
-@pytest.fixture
-def stub() -> Any:
-    with OpenAIStub() as server:
-        yield server
-
-
-@pytest.fixture
-def runs(rw: ragwatch.RagWatch) -> list[ragwatch.Run]:
-    found: list[ragwatch.Run] = []
-    rw.add_listener(found.append)
-    return found
-
-
 def billed() -> Any:
     return usage_chat_reply(ANSWER, input_tokens=1200, output_tokens=7, cached_tokens=1024, model=MODEL)
 

@@ -5,7 +5,10 @@ built with each dialect's published attribute names for what those packages cann
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
+import pkgutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,12 +49,6 @@ class Setup:
 @pytest.fixture
 def otel(registry: CollectorRegistry) -> Setup:
     return Setup(registry)
-
-
-@pytest.fixture
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as server:
-        yield server
 
 
 def billed_reply() -> Any:
@@ -116,13 +113,31 @@ def test_openllmetry_openai_spans_with_a_semconv_retrieval(
 @contextmanager
 def instrumented(instrumentor: Any, otel: Setup, stub: OpenAIStub) -> Iterator[None]:
     """An OpenTelemetry instrumentation on the test's provider, the local server scripted with a billed
-    reply, and the instrumentation removed again whatever the test body does."""
+    reply, and the instrumentation removed again whatever the test body does — with the openai SDK's own
+    methods put back, because an instrumentor's ``uninstrument`` may leave its wrappers on them (OpenLLMetry's
+    stream wrapper outlived it, and tests that ran later saw its object instead of the SDK's)."""
+    saved = _sdk_methods()
     instrumentor.instrument(tracer_provider=otel.provider)
     try:
         stub.script(billed_reply())
         yield
     finally:
         instrumentor.uninstrument()
+        for (cls, name), method in saved.items():
+            if vars(cls).get(name) is not method:
+                setattr(cls, name, method)
+
+
+def _sdk_methods() -> dict[tuple[type, str], Any]:
+    """Every method of the openai SDK's resource classes, by class and name."""
+    resources = require_package("openai.resources")
+    methods: dict[tuple[type, str], Any] = {}
+    for info in pkgutil.walk_packages(resources.__path__, resources.__name__ + "."):
+        module = importlib.import_module(info.name)
+        for cls in vars(module).values():
+            if inspect.isclass(cls) and cls.__module__ == module.__name__:
+                methods.update({(cls, name): v for name, v in vars(cls).items() if callable(v)})
+    return methods
 
 
 def test_opentelemetry_contrib_openai_v2_spans(otel: Setup, registry: CollectorRegistry, stub: OpenAIStub) -> None:

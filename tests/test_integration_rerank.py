@@ -30,13 +30,6 @@ from ragwatch.integrations.langchain import RagwatchCallbackHandler  # noqa: E40
 from tests.test_integration_langchain import ANSWER, PolicyRetriever, make_chain  # noqa: E402
 
 
-@pytest.fixture
-def runs(rw: ragwatch.RagWatch) -> list[ragwatch.Run]:
-    found: list[ragwatch.Run] = []
-    rw.add_listener(found.append)
-    return found
-
-
 def chunks_observed(registry: CollectorRegistry) -> tuple[float, float]:
     """(count, sum) of ``ragwatch_retrieved_chunks``: the retriever's lists only."""
     return (

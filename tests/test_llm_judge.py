@@ -73,12 +73,6 @@ WEIGHT = claim("I could not find its weight.", "UNVERIFIABLE")
 
 
 @pytest.fixture
-def stub() -> Iterator[OpenAIStub]:
-    with OpenAIStub() as server:
-        yield server
-
-
-@pytest.fixture
 def make_judge(stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., LLMJudge]]:
     for name in ("RAGWATCH_JUDGE_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)

@@ -11,23 +11,21 @@ from prometheus_client import CollectorRegistry
 
 from ragwatch.capture.run import Run
 from ragwatch.errors import QueueError
-from ragwatch.guard import Guard
-from ragwatch.metrics.catalog import ProducerMetrics, families
 from ragwatch.queue.keys import Keys
 from ragwatch.queue.producer import Producer
 from ragwatch.queue.redis import RedisQueue
+from tests.conftest import quick_producer
 from tests.conftest import sample as metric
 from tests.servers import RedisServer
 
 
 def _producer(url: str, registry: CollectorRegistry, **options: float) -> Producer:
     queue = RedisQueue(url, "prod", maxlen=1_000_000, socket_timeout=0.5)
-    return Producer(
+    return quick_producer(
         queue,
         lambda run, reason: (run.question or "").encode(),
-        metrics=families(ProducerMetrics, registry),
-        guard=Guard(None),
-        **{"buffer_size": 300, "batch_size": 40, "flush_interval": 0.01, "max_backoff": 0.2, **options},  # type: ignore[arg-type]
+        registry,
+        **{"buffer_size": 300, "batch_size": 40, **options},
     )
 
 

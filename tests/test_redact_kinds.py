@@ -44,6 +44,8 @@ LEAKS = [
     ("Appelez le 01 23 45 67 89", "45 67", "le [phone]"),
     ("NI number AB 12 34 56 C", "34 56", "[uk_nino]"),
     ("NIR 1 85 05 78 006 084 91 enregistré", "006 084", "[fr_nir]"),
+    # fifteen digits in one run that are a first-generation PRC id and happen to pass the NIR key: cn_id's
+    ("身份证 208575130816418 ", "208575130816418", "身份证 [cn_id] "),
     ("北京办公室电话010-62345678找我", "62345678", "电话[phone]找我"),
     ("请发邮件到zhang@例子.中国谢谢", "例子", "到[email]谢谢"),
     ("fyi my password is hunter2.", "hunter2", "my password is [password]."),

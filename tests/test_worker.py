@@ -31,7 +31,7 @@ from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker
 from tests.conftest import hotel_pipeline
 from tests.conftest import sample as metric
-from tests.servers import RedisServer, free_port
+from tests.servers import RedisServer, free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNKS = [
@@ -426,15 +426,7 @@ def test_sigterm_stops_the_worker_gracefully_and_endpoints_answer(redis_url: str
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "worker never became ready"
-            time.sleep(0.1)
+        wait_ready(port, proc)
         assert httpx.get(f"http://127.0.0.1:{port}/livez", timeout=2).status_code == 200
         assert "ragwatch_worker_entries_total" in httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
         proc.send_signal(signal.SIGTERM)

@@ -36,6 +36,7 @@ from ragwatch.scoring.health import serve_worker_http
 from ragwatch.scoring.judges import TrivialJudge
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker
+from tests.conftest import cap_memory, quick_producer
 from tests.conftest import sample as metric
 from tests.servers import RedisServer, free_port
 
@@ -150,23 +151,13 @@ def _builder(run: Run, reason: str) -> bytes:  # 2 KB of chunk text: big samples
     return good(os.urandom(16).hex(), chunks=[{"id": "c", "rank": 0, "text": run.question}])
 
 
-def test_full_redis_counts_queue_full_and_heals_without_an_operator(tmp_path: Path) -> None:
-    server = RedisServer(tmp_path)
-    server.start()
+def test_full_redis_counts_queue_full_and_heals_without_an_operator(own_redis: RedisServer) -> None:
+    server = own_redis
     client = redis.Redis.from_url(server.url)
     registry = CollectorRegistry()
     queue = RedisQueue(server.url, "kb", socket_timeout=1.0)
     queue.ensure_group()
-    producer = Producer(
-        queue,
-        _builder,
-        metrics=families(ProducerMetrics, registry),
-        guard=Guard(None),
-        buffer_size=300,
-        batch_size=50,
-        flush_interval=0.01,
-        max_backoff=0.2,
-    )
+    producer = quick_producer(queue, _builder, registry, buffer_size=300, batch_size=50)
     offered = 0
 
     def offer(n: int) -> None:
@@ -184,9 +175,7 @@ def test_full_redis_counts_queue_full_and_heals_without_an_operator(tmp_path: Pa
     worker.maintenance_seconds = 0.2
     thread = threading.Thread(target=worker.work, kwargs={"max_seconds": 120})
     try:
-        used = int(client.info("memory")["used_memory"])
-        client.config_set("maxmemory-policy", "noeviction")
-        client.config_set("maxmemory", used + 2_000_000)
+        cap_memory(client, 2_000_000)
         offer(3000)  # 6 MB of samples into 2 MB of room, no worker running yet
         deadline = time.monotonic() + 10
         while dropped("queue_full") == 0:
@@ -231,7 +220,6 @@ def test_full_redis_counts_queue_full_and_heals_without_an_operator(tmp_path: Pa
             thread.join(30)
         producer.close(1)
         queue.close()
-        server.stop()
 
 
 # -- idempotency markers -----------------------------------------------------------------------------------------
@@ -344,11 +332,10 @@ def test_sent_plus_dropped_equals_offered_exactly_under_concurrency(redis_url: s
 
 def test_buffer_gauge_is_current_during_an_outage(registry: CollectorRegistry) -> None:
     dead = f"redis://127.0.0.1:{free_port()}/0"
-    producer = Producer(
+    producer = quick_producer(
         RedisQueue(dead, "gauge", socket_timeout=0.2),
         lambda run, reason: b"x",
-        metrics=families(ProducerMetrics, registry),
-        guard=Guard(None),
+        registry,
         buffer_size=10_000,
         batch_size=10_000,
         flush_interval=0.05,

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ragwatch.capture import semconv as sc
+from ragwatch.capture.calls import PipelineCall
 from ragwatch.capture.probe import ProbeVerifier
-from ragwatch.capture.stages import PipelineCall
 from ragwatch.metrics.exposition import MetricsApp
 
 if TYPE_CHECKING:

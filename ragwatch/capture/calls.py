@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from ragwatch.capture.host import CaptureHost
+    from ragwatch.capture.responses import Usage
 
 __all__ = [
     "Call",
@@ -69,6 +70,38 @@ def _exception_attributes(rw: CaptureHost, exc: BaseException) -> dict[str, str]
 
 
 _MAX_EXC_CHARS = 2000
+
+
+def _model_span(rw: CaptureHost, operation: str, model: str | None, provider: str | None) -> Span | None:
+    """Open the CLIENT span of a call to a model (``chat gpt-4o``, ``embeddings``), with the GenAI
+    attributes known before it runs; None with tracing off."""
+    tracer = rw.tracer
+    if tracer is None:
+        return None
+    attributes: dict[str, Any] = {sc.OPERATION: operation}
+    if model:
+        attributes[sc.REQUEST_MODEL] = model
+    if provider:
+        attributes[sc.PROVIDER] = provider
+    return tracer.start_span(
+        f"{operation} {model}" if model else operation, kind=SpanKind.CLIENT, attributes=attributes
+    )
+
+
+def _billed_attributes(span: Span, model: str, usage: Usage | None, cost: float | None, *, output: bool) -> None:
+    """What a finished model call billed, on its span: the answering model, the tokens (``output``: a
+    generation's output and cached tokens too; an embedding has neither) and the cost."""
+    span.set_attribute(sc.RESPONSE_MODEL, model)
+    if usage is not None:
+        span.set_attribute(sc.USAGE_INPUT, usage.input_tokens)
+        if output:
+            span.set_attribute(sc.USAGE_OUTPUT, usage.output_tokens)
+            if usage.cached_input_tokens:
+                span.set_attribute(sc.USAGE_CACHED, usage.cached_input_tokens)
+        if usage.estimated:
+            span.set_attribute(sc.USAGE_ESTIMATED, True)
+    if cost is not None:
+        span.set_attribute(sc.COST, cost)
 
 
 class Call:
@@ -313,24 +346,15 @@ class GenerateCall(Call):
             model = kwargs["model"]
         self.rw = rw  # Call's fields set here, not by super().__init__: a call fewer on the request path
         self.run = _RUN.get()
-        self.span = self._ctx_token = None
-        self._ended = self.active = False
+        self._ctx_token = None
+        self._ended = False
         self.model = model
         self.provider = provider
         self._prompt = (args, kwargs) if args is not None else None
         self._acc: StreamAccumulator | None = None
         self.ttft: float | None = None
-        tracer = rw.tracer
-        if tracer is not None:
-            attributes: dict[str, Any] = {sc.OPERATION: sc.OP_CHAT}
-            if model:
-                attributes[sc.REQUEST_MODEL] = model
-            if provider:
-                attributes[sc.PROVIDER] = provider
-            self.span = tracer.start_span(
-                f"chat {model}" if model else "chat", kind=SpanKind.CLIENT, attributes=attributes
-            )
-            self.active = True
+        self.span = span = _model_span(rw, sc.OP_CHAT, model, provider)
+        self.active = span is not None
         self.start = _perf()
 
     def on_item(self, item: Any) -> None:
@@ -351,16 +375,7 @@ class GenerateCall(Call):
         )
         span = self.span
         if span is not None and span.is_recording():
-            span.set_attribute(sc.RESPONSE_MODEL, model)
-            if usage is not None:
-                span.set_attribute(sc.USAGE_INPUT, usage.input_tokens)
-                span.set_attribute(sc.USAGE_OUTPUT, usage.output_tokens)
-                if usage.cached_input_tokens:
-                    span.set_attribute(sc.USAGE_CACHED, usage.cached_input_tokens)
-                if usage.estimated:
-                    span.set_attribute(sc.USAGE_ESTIMATED, True)
-            if cost is not None:
-                span.set_attribute(sc.COST, cost)
+            _billed_attributes(span, model, usage, cost, output=True)
             if self.ttft is not None:
                 span.set_attribute(sc.TTFT, self.ttft)
 
@@ -447,22 +462,13 @@ class EmbedCall(Call):
             model = kwargs["model"]
         self.rw = rw
         self.run = _RUN.get()
-        self.span = self._ctx_token = None
-        self._ended = self.active = False
+        self._ctx_token = None
+        self._ended = False
         self.model = model
         self.inputs = embed_inputs(args, kwargs)
         self.usage: Any = None  # set by an integration that learned the usage from an event
-        tracer = rw.tracer
-        if tracer is not None:
-            attributes: dict[str, Any] = {sc.OPERATION: sc.OP_EMBEDDINGS}
-            if model:
-                attributes[sc.REQUEST_MODEL] = model
-            if provider:
-                attributes[sc.PROVIDER] = provider
-            self.span = tracer.start_span(
-                f"embeddings {model}" if model else "embeddings", kind=SpanKind.CLIENT, attributes=attributes
-            )
-            self.active = True
+        self.span = span = _model_span(rw, sc.OP_EMBEDDINGS, model, provider)
+        self.active = span is not None
         self.start = _perf()
 
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
@@ -471,13 +477,7 @@ class EmbedCall(Call):
         )
         span = self.span
         if span is not None and span.is_recording():
-            span.set_attribute(sc.RESPONSE_MODEL, model)
-            if usage is not None:
-                span.set_attribute(sc.USAGE_INPUT, usage.input_tokens)
-                if usage.estimated:
-                    span.set_attribute(sc.USAGE_ESTIMATED, True)
-            if cost is not None:
-                span.set_attribute(sc.COST, cost)
+            _billed_attributes(span, model, usage, cost, output=False)
 
 
 class ToolCall(Call):

@@ -3,9 +3,9 @@
 The host's own call is never inside a ``try`` of ours that could change its outcome: its return value
 and its exceptions pass through untouched (a stream result comes back wrapped in a transparent proxy).
 Our bookkeeping runs before and after, in guarded sections: a plain or async function's wrapper calls its
-:class:`~ragwatch.capture.stages.Stage` (which, with tracing on, makes a :class:`~ragwatch.capture.stages.Call` object
-per
-call); a generator function's wrapper drives a call object through the stream proxy.
+:class:`~ragwatch.capture.stages.Stage` (which, with tracing on, makes a
+:class:`~ragwatch.capture.calls.Call` object per call); a generator function's wrapper drives a call
+object through the stream proxy.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ragwatch.capture.calls import Call
 from ragwatch.capture.run import _SUPPRESS, _suppress_used
-from ragwatch.capture.stages import Call, CallStage, Stage
+from ragwatch.capture.stages import CallStage, Stage
 from ragwatch.capture.streams import AsyncStream, SyncStream
 from ragwatch.guard import Guard
 

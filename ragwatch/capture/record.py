@@ -104,13 +104,18 @@ def _outcome(exc: BaseException | None) -> str:
     return "cancelled" if isinstance(exc, _CANCELLED) else "error"
 
 
-def _observe(rw: CaptureHost, run: Run | None, stage: str, elapsed: float, exc: BaseException | None) -> str:
-    """A stage's latency into its histogram and the run's durations; returns the outcome."""
+def _observe(
+    rw: CaptureHost, run: Run | None, stage: str, elapsed: float, exc: BaseException | None, rag: bool = False
+) -> str:
+    """A stage's latency into its histogram and the run's durations; returns the outcome. ``rag``: the
+    stage (a retriever, reranker or LLM) makes the run a RAG request, one the sampler may take."""
     outcome = "ok" if exc is None else _outcome(exc)
     children = rw.stage_children
     if children:
         children[(stage, outcome)].observe(elapsed)
     if run is not None:
+        if rag:
+            run.rag = True
         durations = run.durations
         if stage in durations:
             durations[stage] += elapsed
@@ -123,9 +128,7 @@ def record_retrieval(
     rw: CaptureHost, run: Run | None, elapsed: float, result: Any, exc: BaseException | None
 ) -> int | None:
     """A finished retriever call; returns how many chunks came back (None: nothing countable)."""
-    _observe(rw, run, "retrieve", elapsed, exc)
-    if run is not None:
-        run.rag = True
+    _observe(rw, run, "retrieve", elapsed, exc, True)
     if exc is not None or result is None:
         return None
     try:
@@ -155,9 +158,7 @@ def record_generation(
     ``acc`` holds what a stream delivered (then ``result`` is ignored). Returns (model, usage, cost) for
     the span.
     """
-    _observe(rw, run, "generate", elapsed, exc)
-    if run is not None:
-        run.rag = True
+    _observe(rw, run, "generate", elapsed, exc, True)
     text: str | None = None
     usage: Usage | None = None
     answered: str | None = None
@@ -243,9 +244,7 @@ def record_rerank(
     Its result is what the LLM receives, so it becomes the run's chunks (the sample's context precision is
     scored on it); the list it was given (``before``, else the retriever's) is kept as ``run.candidates``.
     Not counted in ``ragwatch_retrieved_chunks``, which stays the retriever's. Returns the kept count."""
-    _observe(rw, run, "rerank", elapsed, exc)
-    if run is not None:
-        run.rag = True
+    _observe(rw, run, "rerank", elapsed, exc, True)
     if exc is not None or result is None:
         return None
     try:

@@ -9,8 +9,8 @@ call. Both end in the same ``record_*`` functions (:mod:`ragwatch.capture.record
 Each public method is one guarded section: whatever goes wrong inside is counted in
 ``ragwatch_internal_errors_total`` and logged, and the host carries on with its own result. The wrappers in
 :mod:`ragwatch.capture.instrument` drive the stages; nothing here knows whether the host is sync or async.
-The call objects and record functions are re-exported here, where the integrations and the middleware
-have always imported them.
+The call objects and the record functions have one import path each, in
+:mod:`~ragwatch.capture.calls` and :mod:`~ragwatch.capture.record`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from ragwatch.capture.calls import (
     Call,
-    DegradedRetrieveCall,
     EmbedCall,
     GenerateCall,
     PipelineCall,
     RerankCall,
     RetrieveCall,
-    ToolCall,
     embed_inputs,
 )
 from ragwatch.capture.record import (
@@ -41,7 +39,6 @@ from ragwatch.capture.record import (
     record_request,
     record_rerank,
     record_retrieval,
-    start_background,
 )
 from ragwatch.capture.run import _RUN, Run
 
@@ -49,31 +46,13 @@ if TYPE_CHECKING:
     from ragwatch.capture.host import CaptureHost
 
 __all__ = [
-    "Call",
     "CallStage",
-    "DegradedRetrieveCall",
-    "EmbedCall",
     "EmbedStage",
-    "GenerateCall",
     "GenerateStage",
-    "PipelineCall",
     "PipelineStage",
-    "RerankCall",
     "RerankStage",
-    "RetrieveCall",
     "RetrieveStage",
     "Stage",
-    "ToolCall",
-    "embed_inputs",
-    "is_stream",
-    "open_run",
-    "question_of",
-    "record_embedding",
-    "record_generation",
-    "record_request",
-    "record_rerank",
-    "record_retrieval",
-    "start_background",
 ]
 
 _perf = time.perf_counter
@@ -209,13 +188,20 @@ class RetrieveStage(Stage):
         return RetrieveCall(self.rw, None, self.name)
 
 
-class GenerateStage(Stage):
+class _ModelStage(Stage):
+    """A stage that calls a model (an LLM, an embedder): the model and provider it was declared with. A
+    keyword ``model=`` in a call overrides the model for that call."""
+
     __slots__ = ("model", "provider")
 
     def __init__(self, rw: CaptureHost, model: str | None, provider: str | None) -> None:
         self.rw = rw
         self.model = model
         self.provider = provider
+
+
+class GenerateStage(_ModelStage):
+    __slots__ = ()
 
     def _record(
         self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict
@@ -288,15 +274,10 @@ class RerankStage(Stage):
         return RerankCall(self.rw, self.name, args, kwargs)
 
 
-class EmbedStage(Stage):
+class EmbedStage(_ModelStage):
     """A watched embedding call: its own latency and the input tokens it billed."""
 
-    __slots__ = ("model", "provider")
-
-    def __init__(self, rw: CaptureHost, model: str | None, provider: str | None) -> None:
-        self.rw = rw
-        self.model = model
-        self.provider = provider
+    __slots__ = ()
 
     def _record(
         self, state: Any, elapsed: float, result: Any, exc: BaseException | None, args: tuple, kwargs: dict

@@ -22,7 +22,7 @@ __all__ = ["AsyncStream", "StreamObserver", "SyncStream", "proxy_stream"]
 
 
 class StreamObserver(Protocol):
-    """What a stream proxy needs from the call it reports to (a :class:`~ragwatch.capture.stages.Call`)."""
+    """What a stream proxy needs from the call it reports to (a :class:`~ragwatch.capture.calls.Call`)."""
 
     active: bool
 

@@ -20,22 +20,24 @@ from opentelemetry.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from ragwatch._version import __version__
+from ragwatch.capture.calls import (
+    Call,
+    DegradedRetrieveCall,
+    EmbedCall,
+    GenerateCall,
+    PipelineCall,
+    RerankCall,
+    RetrieveCall,
+)
 from ragwatch.capture.chunks import normalize_chunk
 from ragwatch.capture.instrument import instrument
 from ragwatch.capture.pricing import PricingTable
 from ragwatch.capture.run import Run
 from ragwatch.capture.stages import (
-    Call,
-    DegradedRetrieveCall,
-    EmbedCall,
     EmbedStage,
-    GenerateCall,
     GenerateStage,
-    PipelineCall,
     PipelineStage,
-    RerankCall,
     RerankStage,
-    RetrieveCall,
     RetrieveStage,
     Stage,
     _Degraded,

@@ -3,7 +3,8 @@
 Every module here imports its framework, so each is an optional extra (``pip install ragwatch[langchain]``
 and so on) and none is imported by ``import ragwatch``:
 
-- :mod:`ragwatch.integrations.langchain` — a callback handler for LangChain chains, retrievers, chat models;
+- :mod:`ragwatch.integrations.langchain` — a callback handler for LangChain chains, retrievers, chat models
+  (and :mod:`~ragwatch.integrations.langchain_embeddings`: its ``Embeddings`` classes, which send no callbacks);
 - :mod:`ragwatch.integrations.llamaindex` — an event handler for llama-index-core's instrumentation dispatcher;
 - :mod:`ragwatch.integrations.openai` — ``instrument(client, rw)`` for ``OpenAI`` / ``AsyncOpenAI`` clients;
 - :mod:`ragwatch.integrations.otel` — a span processor reading spans other instrumentations already emit.
@@ -36,10 +37,11 @@ def _installed(module: str) -> bool:
 
 def instrument(rw: RagWatch, *, only: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Instrument every supported framework that is installed (``only``: those of them named), for every
-    client and chain in the process: LangChain through a global callback handler, LlamaIndex through its
-    root dispatcher, openai through its resource classes. Calling it again for the same ``rw`` adds nothing.
-    Returns what was instrumented, by framework (also in ``rw.instrumented``); a framework that fails to
-    instrument is counted in ``ragwatch_internal_errors_total`` and skipped."""
+    client and chain in the process: LangChain through a global callback handler and its watched
+    ``Embeddings`` classes, LlamaIndex through its root dispatcher, openai through its resource classes.
+    Calling it again for the same ``rw`` adds nothing. Returns what was instrumented, by framework (also in
+    ``rw.instrumented``); a framework that fails to instrument is counted in
+    ``ragwatch_internal_errors_total`` and skipped."""
     unknown = set(only or ()) - set(FRAMEWORKS)
     if unknown:
         from ragwatch.errors import ConfigError

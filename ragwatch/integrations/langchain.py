@@ -9,6 +9,8 @@ is the retrieval stage, with its ``Document``s as the run's chunks (ids, ranks, 
 and rerankers put in ``metadata``); a chat model or LLM is the generation stage, with time to first token
 when it streams, the tokens it reported in ``usage_metadata`` (cached ones included) and the model id in
 ``response_metadata``. Inside an ASGI middleware run or a watched pipeline the chain joins that run.
+Embedding classes send no callbacks: :func:`instrument` watches their methods instead
+(:mod:`ragwatch.integrations.langchain_embeddings`).
 
 The handler is driven by LangChain's events, not by wrapping calls, so it cannot change what a step
 returns: degraded-mode retrieval policies (score floor, reranker, lower ``top_k``) need the decorator on
@@ -22,21 +24,23 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from ragwatch.capture.calls import Call, GenerateCall, PipelineCall, RerankCall, RetrieveCall, ToolCall
 from ragwatch.capture.record import gather_retrieved
 from ragwatch.capture.run import enter_framework_call
-from ragwatch.capture.stages import Call, GenerateCall, PipelineCall, RerankCall, RetrieveCall, ToolCall
+from ragwatch.integrations import langchain_embeddings
+from ragwatch.integrations.langchain_embeddings import EmbeddingsPatch
 
 if TYPE_CHECKING:
     from ragwatch.capture.watch import RagWatch
 
-__all__ = ["AsyncRagwatchCallbackHandler", "RagwatchCallbackHandler", "instrument", "uninstrument"]
+__all__ = ["AsyncRagwatchCallbackHandler", "Instrumented", "RagwatchCallbackHandler", "instrument", "uninstrument"]
 
 _perf = time.perf_counter
 _QUESTION_KEYS = ("question", "query", "input", "q", "prompt")
@@ -346,25 +350,41 @@ class AsyncRagwatchCallbackHandler(AsyncCallbackHandler):
     on_tool_error = _async("on_tool_error")
 
 
-def instrument(rw: RagWatch) -> RagwatchCallbackHandler:
+class Instrumented(NamedTuple):
+    """What :func:`instrument` installed: the global handler, and the watched embedding classes (None when
+    they could not be watched)."""
+
+    handler: RagwatchCallbackHandler
+    embeddings: EmbeddingsPatch | None
+
+
+def instrument(rw: RagWatch) -> Instrumented:
     """Add a handler to every LangChain run in the process, as if each ``invoke`` passed it in ``callbacks``
     (LangChain's configure hook: a context variable whose default is the handler, so threads and tasks
-    started later see it too). Returns the handler, for :func:`uninstrument`. Do not also pass a handler of
-    your own for the same ``rw``: each would record the request."""
+    started later see it too), and watch every ``Embeddings`` class as the ``embed`` stage (they send no
+    callbacks: :mod:`ragwatch.integrations.langchain_embeddings`). Returns both, for :func:`uninstrument`.
+    Do not also pass a handler of your own for the same ``rw``: each would record the request."""
     from langchain_core.tracers.context import register_configure_hook
 
     handler = RagwatchCallbackHandler(rw)
     register_configure_hook(ContextVar(f"ragwatch_langchain_{id(handler)}", default=handler), inheritable=True)
-    return handler
+    try:
+        embeddings: EmbeddingsPatch | None = langchain_embeddings.watch(rw)
+    except Exception as exc:  # chains are still watched without it
+        rw.guard.failed("capture", exc, f"could not watch LangChain embeddings: {type(exc).__name__}")
+        embeddings = None
+    return Instrumented(handler, embeddings)
 
 
-def uninstrument(handler: RagwatchCallbackHandler) -> None:
-    """Stop adding ``handler`` (from :func:`instrument`) to LangChain runs."""
+def uninstrument(installed: Instrumented) -> None:
+    """Stop adding the handler (from :func:`instrument`) to LangChain runs; unwatch the embedding classes."""
     from langchain_core.tracers.context import _configure_hooks
 
     for hook in list(_configure_hooks):
-        if hook[0].get() is handler:
+        if hook[0].get() is installed.handler:
             _configure_hooks.remove(hook)
+    if installed.embeddings is not None:
+        langchain_embeddings.unwatch(installed.embeddings)
 
 
 # --------------------------------------------------------------------------------------------- internals

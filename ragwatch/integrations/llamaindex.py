@@ -50,19 +50,10 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from pydantic import PrivateAttr
 
-from ragwatch.capture.record import gather_retrieved
+from ragwatch.capture.calls import Call, EmbedCall, GenerateCall, PipelineCall, RetrieveCall, ToolCall
+from ragwatch.capture.record import gather_retrieved, is_stream, record_rerank
 from ragwatch.capture.responses import extract_model, extract_usage
 from ragwatch.capture.run import _RUN, enter_framework_call
-from ragwatch.capture.stages import (
-    Call,
-    EmbedCall,
-    GenerateCall,
-    PipelineCall,
-    RetrieveCall,
-    ToolCall,
-    is_stream,
-    record_rerank,
-)
 from ragwatch.capture.streams import proxy_stream
 from ragwatch.integrations.llamaindex_runs import conversation_kind, final_text, method_of, question_of, tool_of
 

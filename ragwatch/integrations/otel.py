@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
+from ragwatch.capture.record import record_generation, record_request, record_retrieval, start_background
 from ragwatch.capture.responses import Usage
 from ragwatch.capture.run import Run
-from ragwatch.capture.stages import record_generation, record_request, record_retrieval, start_background
 
 if TYPE_CHECKING:
     from ragwatch.capture.watch import RagWatch

@@ -35,6 +35,7 @@ __all__ = [
     "effective",
     "step",
     "window_value",
+    "with_override",
 ]
 
 #: Longest reason kept from the store: anyone who can write to Redis can write the reason.
@@ -42,6 +43,10 @@ MAX_REASON_CHARS = 300
 
 #: What an operator can force with ``ragwatch degrade on|off|auto``.
 OVERRIDES = ("auto", "on", "off")
+
+#: Operator overrides remembered in the state (the newest kept), each with the time it was set: the page marks
+#: them on its charts. Bounded because the state is read by every replica on every change.
+MAX_OVERRIDE_LOG = 8
 
 #: Scores that are rates of bad outcomes, where a higher window is worse: their lines are ceilings ("max").
 #: Every other score is a quality score held to a floor ("min"). The shipped Prometheus rules and Grafana
@@ -112,6 +117,9 @@ class ModeState:
     samples: int = 0
     recovering_since: float | None = None
     override: str = "auto"
+    #: ``(command, unix time)`` of the last operator overrides, oldest first; empty when unknown (a state
+    #: stored before the log existed, or never overridden).
+    override_log: tuple[tuple[str, float], ...] = ()
     version: int = 0
 
     def to_fields(self) -> dict[str, str]:
@@ -123,6 +131,7 @@ class ModeState:
             "samples": str(self.samples),
             "recovering_since": "" if self.recovering_since is None else repr(self.recovering_since),
             "override": self.override,
+            "override_log": " ".join(f"{command}@{at!r}" for command, at in self.override_log),
             "version": str(self.version),
         }
 
@@ -142,10 +151,37 @@ class ModeState:
                 samples=int(f.get("samples") or 0),
                 recovering_since=float(f["recovering_since"]) if f.get("recovering_since") else None,
                 override=str(f["override"]) if f.get("override") in OVERRIDES else "auto",
+                override_log=_override_log(f.get("override_log")),
                 version=int(f.get("version") or 0),
             )
         except (TypeError, ValueError):
             return cls()
+
+
+def _override_log(text: Any) -> tuple[tuple[str, float], ...]:
+    """Parse ``"on@1712.5 auto@1790.0"``; entries that do not parse are dropped (anyone who can write to
+    Redis can write this field), and a missing field is an empty log: the times are unknown."""
+    if not isinstance(text, str):
+        return ()
+    out: list[tuple[str, float]] = []
+    for token in text.split()[-MAX_OVERRIDE_LOG:]:
+        command, _, at = token.partition("@")
+        try:
+            when = float(at)
+        except ValueError:
+            continue
+        if command in OVERRIDES and math.isfinite(when):
+            out.append((command, when))
+    return tuple(out)
+
+
+def with_override(state: ModeState, override: str, now: float) -> ModeState:
+    """``state`` with the operator's ``override`` in force and logged at ``now``, versioned one up (the value to
+    compare-and-set over ``state``)."""
+    if override not in OVERRIDES:
+        raise ConfigError(f"degraded-mode override must be one of {', '.join(OVERRIDES)}, got {override!r}")
+    log = (*state.override_log, (override, now))[-MAX_OVERRIDE_LOG:]
+    return replace(state, override=override, override_log=log, version=state.version + 1)
 
 
 def effective(state: ModeState) -> bool:

@@ -4,8 +4,9 @@ A score that moves right after a deploy, a judge upgrade or an operator's overri
 from one that moves on its own. The marks come from what the records and the mode already say: the
 replayed mode switches, the first record scored by a new judge version, and the
 first record of a new service version (a record's ``service_version``, which services set with the
-``service_version`` setting). An operator's override is shown in words in the now-panel but not marked:
-the queue stores no time for it.
+``service_version`` setting), and the operator's overrides (``ragwatch degrade on|off|auto``) logged with
+their time in the shared mode state. An override set before that log existed has no known time and is not
+marked (the now-panel still says it in words).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragwatch.mode.degrade import ModeState
 from ragwatch.report.select import record_time
 
 __all__ = ["MAX_MARKERS", "markers"]
@@ -50,14 +52,18 @@ def _firsts(timed: Sequence[tuple[float, Mapping[str, Any]]]) -> list[dict[str, 
     return out
 
 
-def markers(records: Sequence[Mapping[str, Any]], periods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``[{"t", "kind", "label"}]``, oldest first; kinds: ``mode`` (degraded / normal), ``judge``,
-    ``version``."""
+def markers(
+    records: Sequence[Mapping[str, Any]], periods: Sequence[Mapping[str, Any]], mode: ModeState | None = None
+) -> list[dict[str, Any]]:
+    """``[{"t", "kind", "label"}]``, oldest first; kinds: ``mode`` (degraded / normal), ``override``
+    ("operator: on"), ``judge``, ``version``."""
     timed = sorted(((t, r) for r in records if (t := record_time(r)) is not None), key=lambda p: p[0])
     out = _firsts(timed)
     for p in periods:
         out.append({"t": p["start"], "kind": "mode", "label": "degraded"})
         if not p.get("open") and p.get("end") is not None:
             out.append({"t": p["end"], "kind": "mode", "label": "normal"})
+    for command, at in mode.override_log if mode is not None else ():
+        out.append({"t": at, "kind": "override", "label": f"operator: {command}"})
     out.sort(key=lambda m: m["t"])
     return out[-MAX_MARKERS:]

@@ -237,7 +237,7 @@ def view_data(
         "merged": merged,
         "now": dict(live) if live is not None else None,
         "operations": dict(operations) if operations is not None else None,
-        "markers": markers(in_range, periods),
+        "markers": markers(in_range, periods, mode),
         "trace_url": trace_url is not None,
         "source": source,
         "services": report.services,

@@ -25,14 +25,13 @@ be shared by every thread.
 
 from __future__ import annotations
 
-import datetime
 import functools
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
 from ragwatch.errors import ConfigError
-from ragwatch.sampling.redact_base import Kind, masker
+from ragwatch.sampling.redact_base import Kind, masker, valid_cn_id
 from ragwatch.sampling.redact_ids import ID_KINDS
 from ragwatch.sampling.redact_secrets import SECRET_KINDS
 
@@ -214,35 +213,6 @@ _NUMBER_GATE = re.compile(
     rf"|\.{_D}{{1,3}}\.{_D}{{1,3}}\.{_D})))"
 )
 
-_CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-
-
-def _valid_cn_id(text: str) -> bool:
-    """True for an 18-character PRC id whose birth date exists and whose check character matches, or a
-    15-digit first-generation id (no check digit) whose region starts 1-8 and whose birth date exists."""
-    if len(text) == 15:
-        if int(text[0]) not in range(1, 9):
-            return False
-        try:
-            datetime.date(1900 + int(text[6:8]), int(text[8:10]), int(text[10:12]))
-        except ValueError:
-            return False
-        return True
-    year = int(text[6:10])
-    if not 1900 <= year <= 2099:
-        return False
-    try:
-        datetime.date(year, int(text[10:12]), int(text[12:14]))
-    except ValueError:  # month 13, Feb 30, ...
-        return False
-    total = 0
-    for weight, char in zip(_CN_ID_WEIGHTS, text, strict=False):
-        total += weight * int(char)
-    last = text[17]
-    # ISO 7064 MOD 11-2: the check value makes the weighted sum 1 mod 11 (10 is written X). Values, not
-    # characters, are compared so a full-width check digit ("７") is as valid as "7".
-    return (12 - total % 11) % 11 == (10 if last in "Xx" else int(last))
-
 
 def _valid_card(text: str) -> bool:
     """True for 13-19 digits (separators ignored) that pass the Luhn check."""
@@ -278,7 +248,7 @@ def _valid_iban(text: str) -> bool:
 
 
 _VALIDATORS: dict[str, Callable[[str], bool]] = {
-    "cn_id": _valid_cn_id,
+    "cn_id": valid_cn_id,
     "bank_card": _valid_card,
     "us_ssn": _valid_ssn,
     "iban": _valid_iban,
@@ -371,14 +341,7 @@ class Redactor:
         if not isinstance(text, str):
             self._add("invalid_input", 1)
             return FAILED
-        found: list[tuple[str, int]] | None = None
-        for name, gate, sub in self._steps:
-            if gate(text):
-                text, hits = sub(text)
-                if hits:
-                    if found is None:
-                        found = []
-                    found.append((name, hits))
+        text, found = _gated(self._steps, text, None)
         if self._number_steps and _NUMBER_GATE.search(text) is not None:
             for name, sub in self._number_steps:
                 text, hits = sub(text)
@@ -386,13 +349,7 @@ class Redactor:
                     if found is None:
                         found = []
                     found.append((name, hits))
-        for name, gate, sub in self._late_steps:
-            if gate(text):
-                text, hits = sub(text)
-                if hits:
-                    if found is None:
-                        found = []
-                    found.append((name, hits))
+        text, found = _gated(self._late_steps, text, found)
         if found is not None:
             with self._lock:
                 for name, hits in found:
@@ -423,9 +380,25 @@ def _always(text: str) -> bool:
     return True
 
 
-def _kind_steps(
-    kinds: Iterable[Kind], wanted: set[str], replacement: str
-) -> tuple[tuple[str, Callable[[str], bool], Callable[[str], tuple[str, int]]], ...]:
+_Step = tuple[str, Callable[[str], bool], Callable[[str], tuple[str, int]]]
+
+
+def _gated(
+    steps: tuple[_Step, ...], text: str, found: list[tuple[str, int]] | None
+) -> tuple[str, list[tuple[str, int]] | None]:
+    """Run each (name, gate, substitution) step whose gate passes on ``text``; returns the masked text and
+    ``found`` with each step's hits added (still None when nothing matched: no list for a clean text)."""
+    for name, gate, sub in steps:
+        if gate(text):
+            text, hits = sub(text)
+            if hits:
+                if found is None:
+                    found = []
+                found.append((name, hits))
+    return text, found
+
+
+def _kind_steps(kinds: Iterable[Kind], wanted: set[str], replacement: str) -> tuple[_Step, ...]:
     """(name, gate, substitution) of each wanted kind of the later families (:mod:`redact_base`)."""
     return tuple(
         (kind.name, kind.gate or _always, masker(kind.pattern, replacement.format(name=kind.name), kind.valid))

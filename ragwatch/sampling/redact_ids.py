@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from ragwatch.sampling.redact_base import Kind
+from ragwatch.sampling.redact_base import Kind, valid_cn_id
 
 __all__ = ["ID_KINDS"]
 
@@ -88,8 +88,11 @@ _FR_NIR = re.compile(
 
 def _valid_nir(text: str) -> bool:
     """French social security number: key (last two digits) = 97 − (first 13 mod 97), Corsica's départements
-    2A and 2B read as 19 and 18 for the sum."""
+    2A and 2B read as 19 and 18 for the sum. Fifteen digits in one run that also read as a first-generation
+    PRC id are left to ``cn_id`` (masked there; a NIR is usually written in groups)."""
     compact = text.replace(" ", "").upper()
+    if compact == text and valid_cn_id(compact):  # unspaced, and a first-generation PRC id: cn_id's, not ours
+        return False
     body = compact[:13].replace("2A", "19", 1) if compact[5:7] == "2A" else compact[:13]
     if compact[5:7] == "2B":
         body = compact[:5] + "18" + compact[7:13]

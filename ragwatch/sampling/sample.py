@@ -215,25 +215,13 @@ def build_record(
         )
     question, cut_q = _cut(run.question, limits.max_question_chars, redact)
     answer, cut_a = _cut(run.answer, limits.max_answer_chars, redact)
-    usage = run.usage
-    model = run.model
     record = {
         "sample_id": os.urandom(16).hex(),  # 128 random bits as 32 hex digits; uuid4() costs 5x as much
         "service": run.service,
         "question": question if keep_text else None,
         "answer": answer if keep_text else None,
         "chunks": chunks,
-        "created_at": run.started_at,
-        "trace_id": run.trace_id,
-        "span_id": run.span_id,
-        "model": safe_label(model) if isinstance(model, str) else model,
-        "durations": dict(run.durations),
-        "ttft": run.ttft,
-        "input_tokens": usage.input_tokens if usage else None,
-        "output_tokens": usage.output_tokens if usage else None,
-        "cached_input_tokens": usage.cached_input_tokens if usage else None,
-        "tokens_estimated": bool(usage and usage.estimated),
-        "cost_usd": run.cost_usd,
+        **_measured(run),
         "route": _redacted_short(run.route, redact_chunk),  # routes repeat too
         "client": run.client,  # a keyed hash (see ragwatch.capture.asgi), never the address
         "tags": _redacted_tags(run.tags, redact),
@@ -248,24 +236,12 @@ def build_record(
     return _versioned(record, service_version)
 
 
-def _versioned(record: dict[str, Any], service_version: str | None) -> dict[str, Any]:
-    if service_version:
-        record["service_version"] = safe_label(service_version)
-    return record
-
-
-def without_content(run: Run, *, reason: str = "rate", redact: Callable[[str], str] = str) -> dict[str, Any]:
-    """The sample record of ``run`` with every text field dropped (see :func:`build_record`); the route, a
-    label, is redacted like in the full record."""
+def _measured(run: Run) -> dict[str, Any]:
+    """What the capture measured about ``run`` — when, its trace, model, stage durations, TTFT, tokens and
+    cost: the fields a sample record carries with its text on or off, in the record's order."""
     usage = run.usage
     model = run.model
-    ranks = [chunk.rank for chunk in (run.chunks if run.retrieved is not None else [])]
     return {
-        "sample_id": os.urandom(16).hex(),
-        "service": run.service,
-        "question": None,
-        "answer": None,
-        "chunks": [{"id": f"#{rank}", "rank": rank} for rank in ranks],
         "created_at": run.started_at,
         "trace_id": run.trace_id,
         "span_id": run.span_id,
@@ -277,6 +253,26 @@ def without_content(run: Run, *, reason: str = "rate", redact: Callable[[str], s
         "cached_input_tokens": usage.cached_input_tokens if usage else None,
         "tokens_estimated": bool(usage and usage.estimated),
         "cost_usd": run.cost_usd,
+    }
+
+
+def _versioned(record: dict[str, Any], service_version: str | None) -> dict[str, Any]:
+    if service_version:
+        record["service_version"] = safe_label(service_version)
+    return record
+
+
+def without_content(run: Run, *, reason: str = "rate", redact: Callable[[str], str] = str) -> dict[str, Any]:
+    """The sample record of ``run`` with every text field dropped (see :func:`build_record`); the route, a
+    label, is redacted like in the full record."""
+    ranks = [chunk.rank for chunk in (run.chunks if run.retrieved is not None else [])]
+    return {
+        "sample_id": os.urandom(16).hex(),
+        "service": run.service,
+        "question": None,
+        "answer": None,
+        "chunks": [{"id": f"#{rank}", "rank": rank} for rank in ranks],
+        **_measured(run),
         "route": _redacted_short(run.route, redact),
         "client": run.client,
         "outcome": run.outcome,

@@ -136,7 +136,14 @@ def _claim_odds(judge: Any, sample: Sample) -> list[tuple[float, bool]]:
             (p, False) if p is not None else (0.0, True) if unsupported else (1.0, False)
             for p, unsupported in judge.claim_scores(sample)
         ]
-    return [(a.p_supported, a.rule is not None) for a in judge.analyse(sample) if not a.unverifiable]
+    # A claim settling its quote made UNVERIFIABLE (only words about the passages, or pieced from several
+    # chunks) was verifiable before: under a threshold it is flagged like any other. One whose words the
+    # context never mentions is flagged at every threshold (supported, settling makes it UNSUPPORTED).
+    return [
+        (a.p_supported, a.settle == "nothing" or (a.rule is not None and a.settle != "pieced"))
+        for a in judge.analyse(sample)
+        if not a.unverifiable or a.settle in ("meta", "pieced")
+    ]
 
 
 def _faithfulness_ci(labels: list[bool], predictions: list[bool], scores: list[float], idx: list[int]) -> dict:

@@ -25,7 +25,7 @@
     retrieval_miss: "#dc2626",
     unknown: "#9ca3af",
   };
-  var MARK_COLORS = { mode: "#dc2626", judge: "#7c3aed", version: "#0f766e" };
+  var MARK_COLORS = { mode: "#dc2626", override: "#c2410c", judge: "#7c3aed", version: "#0f766e" };
   var DIAG_ORDER = ["healthy", "off_topic", "hallucination", "noisy_retrieval", "retrieval_miss", "unknown"];
   var RANGES = ["15m", "1h", "6h", "24h"];
   var ICON = { ok: "\u2705", warn: "\u26a0\ufe0f", fail: "\u274c", "no data": "\u2013" };
@@ -153,7 +153,8 @@
     };
   }
 
-  // markers: a dashed line and a short label for each change (mode switch, judge version, service version)
+  // markers: a dashed line and a short label for each change (mode switch, operator override, judge version,
+  // service version)
   function marks(list) {
     return function (u) {
       var ctx = u.ctx;

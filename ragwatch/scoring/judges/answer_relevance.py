@@ -17,6 +17,15 @@ checks, each a cap rather than a weight so that one failed check cannot be outvo
 * **time constraint** — a question that names a year (2024, "2024年", "2024款") is not answered by an answer
   that names only other years (2023's figures, the 2023 model).
 
+A short answer (≤ 8 tokens) is read against its question too, not scored alike: one that carries the asked
+type (a date or a relative time for "when", a number for "how many", for "who"/"where" a word at all and not
+a bare number or date) or repeats some of the question's content words reads 0.95 (more with more of the
+question); one that neither carries a type the question asks for nor shares a word — nothing to read it by —
+keeps 0.9; one of the wrong type ("10.94‰" for "who", "June 2020" for "where", a place for "when") is capped
+like a long one. So a correct short answer no longer shares the score of an unrelated one of the wrong type
+or about nothing the question names; an unrelated answer of the right type (another film's director) is
+still read as relevant: no reference-free check knows which director is right — faithfulness does.
+
 A refusal is about the question but does not answer it: it reads 0.2 (in proportion to the share of
 refusal claims). The caps are set a priori, never fitted to dev data; ``scripts/eval_answer_relevance.py``
 measures the result on a set built from the dev files by construction (README, "Answer relevance").
@@ -35,6 +44,12 @@ __all__ = ["AnswerChecks", "answer_relevance", "answer_scores", "check_answer"]
 
 #: The answer is too short to be asked to repeat the question's words or name its entity.
 SHORT_TOKENS = 8
+#: A short answer with nothing to read it by (an untyped question, no word shared): the score every short answer
+#: had before they were read, over the health threshold — nothing says it is wrong.
+SHORT_UNREAD = 0.9
+#: A short answer that carries the asked type or shares the question's content words: the evidence a
+#: reference-free judge has that it answers this question, so above :data:`SHORT_UNREAD`.
+SHORT_READ = 0.95
 #: Caps (see the module docstring): below the 0.85 health threshold of ``answer_relevance``.
 CAP_ENTITY = 0.6
 CAP_ATTRIBUTE = 0.5
@@ -82,6 +97,13 @@ _NUMBER_RE = re.compile(
 #: Names the Chinese tokeniser would cut into bigrams: quoted titles and Latin words ("RCEP", "Model 3").
 _ZH_NAME_RE = re.compile(r"《([^》]{1,30})》|[A-Za-z][A-Za-z0-9-]*(?: \d+)?")
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+#: What a name ("who", "where") has and a bare number, percentage or date has not: a letter (of any script,
+#: CJK included), once the date units (年月日号) and month names are taken out.
+_WORD_RE = re.compile(r"[^\W\d_]")
+_DATE_WORDS_RE = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?|[年月日号]|\b(?:st|nd|rd|th)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +155,8 @@ def check_answer(question: str, answer: str) -> AnswerChecks:
         )
     elif kind == "number":
         answers_attribute = _NUMBER_RE.search(answer) is not None
+    elif kind in ("person", "place") and short:  # a long answer names much besides: not checked
+        answers_attribute = _WORD_RE.search(_DATE_WORDS_RE.sub(" ", answer)) is not None
     respects_time: bool | None = None
     q_years = _years(question)
     a_years = _years(answer)
@@ -148,8 +172,10 @@ def answer_scores(question: str, answer: str) -> tuple[float, float]:
         return 0.7, 1.0
     checks = check_answer(question, answer)
     base = 0.5 + 0.5 * min(1.0, checks.coverage / 0.6)
-    if checks.short or checks.answers_attribute:
-        base = max(base, 0.9)  # a short direct answer, or one carrying the asked date/number
+    if checks.short:  # read against the question (module docstring); a wrong type is capped below
+        base = max(base, SHORT_READ if checks.answers_attribute or checks.coverage > 0 else SHORT_UNREAD)
+    elif checks.answers_attribute:
+        base = max(base, 0.9)  # a long answer carrying the asked date/number
     cap = 1.0
     if checks.names_entity is False:
         cap = min(cap, CAP_ENTITY)

@@ -142,6 +142,11 @@ class ClaimAnalysis:
     verdict: str
     chunk_id: str | None
     evidence: str | None
+    #: What settling its quote found (:mod:`~ragwatch.scoring.judges.evidence`), for any verifiable claim
+    #: whatever its verdict: ``"nothing"`` (none of its words in the context), ``"meta"`` (only words about
+    #: the passages), ``"pieced"`` (no single chunk holds its words), else None. It changes the verdict of a
+    #: SUPPORTED claim only; a threshold sweep reads it to say what the judge would do at another threshold.
+    settle: str | None = None
 
     def as_detail(self) -> dict[str, Any]:
         if self.verdict == UNVERIFIABLE:

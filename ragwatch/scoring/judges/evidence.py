@@ -59,14 +59,17 @@ def settle_evidence(
     settled: dict[str, ClaimAnalysis] = {}
     for i, a in enumerate(analyses):
         if a.verdict != SUPPORTED:
+            if not a.unverifiable:  # what settling would find, were it supported (read by threshold sweeps)
+                a.settle = _unquotable(a, ctx)
             continue
         first = settled.get(a.claim.text)
         if first is not None:
-            a.verdict, a.rule, a.p_supported, a.unverifiable = (
+            a.verdict, a.rule, a.p_supported, a.unverifiable, a.settle = (
                 first.verdict,
                 first.rule,
                 first.p_supported,
                 first.unverifiable,
+                first.settle,
             )
             a.chunk_id, a.evidence = first.chunk_id, first.evidence
             continue
@@ -79,7 +82,8 @@ def settle_evidence(
         added = ctx.sentence_scores(own, weights)
         whole = ctx.sentence_scores(toks, weights)
         if not whole:
-            if {t for t in toks if t[0] != "#"} - _META:  # it names things the context never mentions
+            a.settle = _nothing_or_meta(toks)
+            if a.settle == "nothing":  # it names things the context never mentions
                 a.verdict, a.rule, a.p_supported = UNSUPPORTED, NOTHING_IN_CONTEXT, min(a.p_supported, VETO_CAP)
             else:  # only words about the passages, and citation numbers
                 a.unverifiable, a.verdict, a.chunk_id, a.evidence = True, UNVERIFIABLE, None, None
@@ -100,9 +104,25 @@ def settle_evidence(
                 si = _first_supported(i, sorted(whole, key=order), ctx, alone, reanalyse)
                 if si < 0:
                     a.unverifiable, a.verdict, a.chunk_id, a.evidence = True, UNVERIFIABLE, None, None
-                    a.rule = PIECED
+                    a.rule, a.settle = PIECED, "pieced"
                     continue
         a.chunk_id, a.evidence = ctx.evidence(si, False)
+
+
+def _nothing_or_meta(toks: set[str]) -> str:
+    """Why a claim none of whose words occur in the context has no quote: it names things the context never
+    mentions (``"nothing"``), or only speaks about the passages and cites them (``"meta"``)."""
+    return "nothing" if {t for t in toks if t[0] != "#"} - _META else "meta"
+
+
+def _unquotable(a: ClaimAnalysis, ctx: ClaimContext) -> str | None:
+    """For a claim that is not SUPPORTED: ``"nothing"`` / ``"meta"`` when no sentence holds any of its words
+    (what settling would make of it were it supported), else None. Whether it would be pieced does not
+    change whether an answer is flagged (pieced claims end SUPPORTED or UNVERIFIABLE), so it is not read."""
+    toks = set(content_tokens(mask_inline_code(a.claim.text)))
+    if not toks or ctx.sentence_scores(toks, {t: token_prior(t) for t in toks}):
+        return None
+    return _nothing_or_meta(toks)
 
 
 def _chunk_tokens(ctx: ClaimContext) -> list[set[str]]:
