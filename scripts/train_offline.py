@@ -173,27 +173,14 @@ def planted_note(data: Path) -> str:
     return f"python scripts/make_synthetic_faithfulness.py: {made['rows']} rows, sha256 {made['sha256'][:16]}"
 
 
-#: The judge's modules the claim features are computed by (the feature cache is keyed by their source).
-FEATURE_CODE = (
-    "offline.py",
-    "evidence.py",
-    "claim_features.py",
-    "claim_context.py",
-    "unverifiable.py",
-    "text.py",
-    "text_scan.py",
-    "text_lexicon.py",
-    "text_rules.py",
-    "claims.py",
-)
-
-
 def code_hash() -> str:
-    """What the features depend on: the judge's text analysis, claim splitting and feature code."""
-    src = Path(kit.ROOT, "ragwatch", "scoring", "judges")
+    """What the features may depend on: every module of the package (the judge's text analysis, claim
+    splitting and features, and what turns a row into a sample). Hashing all of them, not a list, keeps a
+    change to a module the list forgot from reusing a stale cache."""
     digest = hashlib.sha256()
-    for name in FEATURE_CODE:
-        digest.update((src / name).read_bytes())
+    for path in sorted(Path(kit.ROOT, "ragwatch").rglob("*.py")):
+        digest.update(path.relative_to(kit.ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 

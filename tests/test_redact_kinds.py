@@ -7,6 +7,7 @@ patterns honest. The content-off test reads the sample back from a real redis-se
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -125,10 +126,15 @@ CHUNK = "Travel policy: hotels in Shenzhen are capped at 600 CNY per night."
 ANSWER = "Zhang Wei may spend up to 600 CNY per night in Shenzhen."
 
 
-def test_content_off_leaves_no_text_in_a_redis_sample(redis_url: str, registry: CollectorRegistry) -> None:
-    rw = ragwatch.RagWatch(
-        "kb", registry=registry, redis_url=redis_url, tracing=False, content_off=True, sample_rate=1.0
-    )
+def test_content_off_leaves_no_text_in_a_redis_sample(
+    redis_url: str, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="ragwatch"):
+        rw = ragwatch.RagWatch(
+            "kb", registry=registry, redis_url=redis_url, tracing=False, content_off=True, sample_rate=1.0
+        )
+    # said at start-up: workers cannot score what they never receive
+    assert any("content_off with a shared queue" in r.getMessage() for r in caplog.records)
 
     @rw.retriever
     def retrieve(question: str) -> list[dict[str, Any]]:

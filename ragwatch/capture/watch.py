@@ -242,6 +242,11 @@ class RagWatch:
         # content_off: no text leaves the process; the in-process queue is the process, its scorer judges the
         # text in memory and stores records without it (Scoring(content=False)).
         content = not s.content_off or queue.url.lower().startswith("memory:")
+        if not content:  # said once, at start-up: a worker cannot judge what it never receives
+            log.warning(
+                "ragwatch: content_off with a shared queue: samples reach it without text, so workers acknowledge"
+                " them unscored (latency, tokens and cost are kept); scores need the in-process scorer on memory://"
+            )
 
         def build(run: Run, reason: str) -> bytes:
             return encode_record(
