@@ -193,6 +193,7 @@
       label: "time (" + TZ + ")",
       labelSize: 18,
       size: 34,
+      space: 75,  // px between ticks: a label such as "04:37:57.5" is ~60 px wide; uPlot's default 50 overlaps them
       values: function (u, splits) { return splits.map(function (t) { return tick(t, span); }); },
     };
   }
