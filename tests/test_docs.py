@@ -24,8 +24,7 @@ from ragwatch.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-#: Pages others are still writing land in docs/_moved/ first; mkdocs.yml excludes that folder.
-PAGES = sorted(p for p in DOCS.rglob("*.md") if "_moved" not in p.parts)
+PAGES = sorted(DOCS.rglob("*.md"))
 #: The README and every page of the site, the files whose Python blocks must run.
 DOCUMENTS = [ROOT / "README.md", *PAGES]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
