@@ -30,7 +30,6 @@ from ragwatch.scoring.judges.relevance import (
     RELEVANCE_FEATURES,
     SIMILARITY_FEATURES,
     SIMILARITY_WEIGHTS_PATH,
-    RelevanceScorer,
 )
 from ragwatch.settings import JUDGE_NAMES, load_settings
 from tests.conftest import judge_sample as make
@@ -254,13 +253,6 @@ def test_chunk_relevance_weights_are_fitted_on_the_corpus() -> None:
     assert min(similarity) >= 0 and max(similarity) > 0  # the cosine earned a weight on the corpus
     # the script's gate: not worse than the cosine ranking it replaces on any training file (CV, paired)
     assert all(d["map_diff"] > -2 * d["se"] for d in weights["cv_map_diff"].values())
-
-
-def test_relevance_scorer_reads_a_similarity_exactly_when_its_weights_do() -> None:
-    with pytest.raises(ValueError, match="similarity"):
-        RelevanceScorer().score("q?", ["a text"], similarity=[0.5])
-    with pytest.raises(ValueError, match="similarity"):
-        RelevanceScorer(similarity=True).score("q?", ["a text"])
 
 
 def test_chunk_relevance_reads_the_words_as_well_as_the_cosine(judge: EmbeddingJudge) -> None:

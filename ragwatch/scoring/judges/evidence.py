@@ -74,10 +74,9 @@ def settle_evidence(
             a.chunk_id, a.evidence = first.chunk_id, first.evidence
             continue
         settled[a.claim.text] = a
-        toks = set(content_tokens(mask_inline_code(a.claim.text)))
+        toks, weights = _words(a)
         if not toks:  # "中", "U.S.": no word to align, the model's verdict on its features stands
             continue
-        weights = {t: token_prior(t) for t in toks}
         own = (toks - question_toks) or toks
         added = ctx.sentence_scores(own, weights)
         whole = ctx.sentence_scores(toks, weights)
@@ -109,6 +108,12 @@ def settle_evidence(
         a.chunk_id, a.evidence = ctx.evidence(si, False)
 
 
+def _words(a: ClaimAnalysis) -> tuple[set[str], dict[str, int]]:
+    """The claim's content words (inline code masked) and the weight of each in an alignment."""
+    toks = set(content_tokens(mask_inline_code(a.claim.text)))
+    return toks, {t: token_prior(t) for t in toks}
+
+
 def _nothing_or_meta(toks: set[str]) -> str:
     """Why a claim none of whose words occur in the context has no quote: it names things the context never
     mentions (``"nothing"``), or only speaks about the passages and cites them (``"meta"``)."""
@@ -119,8 +124,8 @@ def _unquotable(a: ClaimAnalysis, ctx: ClaimContext) -> str | None:
     """For a claim that is not SUPPORTED: ``"nothing"`` / ``"meta"`` when no sentence holds any of its words
     (what settling would make of it were it supported), else None. Whether it would be pieced does not
     change whether an answer is flagged (pieced claims end SUPPORTED or UNVERIFIABLE), so it is not read."""
-    toks = set(content_tokens(mask_inline_code(a.claim.text)))
-    if not toks or ctx.sentence_scores(toks, {t: token_prior(t) for t in toks}):
+    toks, weights = _words(a)
+    if not toks or ctx.sentence_scores(toks, weights):
         return None
     return _nothing_or_meta(toks)
 

@@ -295,8 +295,8 @@ class RelevanceScorer:
     ``scripts/train_relevance.py``, and the list weight files are read here only for their digest (part of
     the judge version) and the embedding judge's answer-relevance raise.
 
-    ``similarity=True`` reads the embedding judge's ranking weights, whose :meth:`score` takes each text's
-    similarity to the question as well (the list model's; the graded score does not read it). ``offset``
+    ``similarity=True`` reads the embedding judge's weight file (for its digest and its answer-relevance
+    raise; the graded score reads no similarity). ``offset``
     is a logit added to every graded score (``sigmoid(logit(r) + offset)``: the order of chunks never
     changes, a whole scale moves): a team whose labelled lists read another base rate sets it (the
     ``relevance_offset`` setting; ``ragwatch eval-judge --calibration`` suggests one); ``offset_cjk`` is the
@@ -322,7 +322,6 @@ class RelevanceScorer:
         self.digest = f"{digest}g{self.graded.digest}"
         if self.offset or self.offset_cjk:
             self.digest += f"o{self.offset:g}" + (f"c{self.offset_cjk:g}" if self.offset_cjk != self.offset else "")
-        self.similarity = similarity
         #: the embedding judge's answer-relevance raise (``similarity`` weights only; read by that judge)
         self.answer_similarity: dict[str, Any] = dict(weights.get("answer_similarity", _ANSWER_SIMILARITY))
 
@@ -331,12 +330,8 @@ class RelevanceScorer:
         question: str,
         texts: Sequence[str],
         analyses: Sequence[TextAnalysis] | None = None,
-        similarity: Sequence[float] | None = None,
     ) -> list[float]:
-        """Relevance of each text to ``question``; a text that is empty (or hashed away) scores 0.
-        ``similarity`` (one per text) is required by, and only read with, the embedding judge's weights."""
-        if self.similarity != (similarity is not None):
-            raise ValueError("similarity is given exactly when the weights read it")
+        """Relevance of each text to ``question``; a text that is empty (or hashed away) scores 0."""
         question = question or ""
         keep = [i for i, t in enumerate(texts) if t and t.strip()]
         out = [0.0] * len(texts)
