@@ -201,9 +201,14 @@ def test_mode_compare_and_set_override_and_notification(queue: Queue) -> None:
     timer.join()
     assert queue.read_mode() == entered
     assert queue.write_mode(replace(entered, degraded=False, version=2), expected_version=0) is False  # lost race
+    before = time.time()
     forced = queue.set_override("off")
     assert forced.override == "off" and forced.version == 2 and forced.degraded
     assert queue.read_mode() == forced
+    # every backend logs when the operator set it (the page's override markers read this log)
+    ((command, at),) = forced.override_log
+    assert command == "off" and before <= at <= time.time()
+    assert queue.set_override("auto").override_log == (("off", at), ("auto", pytest.approx(time.time(), abs=5)))
     listener.close()
 
 

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragwatch.cli.common import EXIT_OK, EXIT_UNHEALTHY, add_settings_options, reached_queue, settings_of
 
-if TYPE_CHECKING:
-    from ragwatch.mode.degrade import ModeState
-    from ragwatch.queue.contract import Queue
-
 __all__ = ["register"]
-
-#: Compare-and-set attempts before giving up: only the SLA evaluators write besides the operator, and rarely.
-_CAS_TRIES = 20
 
 MODES = {
     "on": "force degraded mode on",
@@ -77,23 +69,9 @@ def _degrade(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     queue = reached_queue(settings, "degrade")
     try:
-        state = queue.read_mode() if args.mode == "status" else _override(queue, args.mode)
+        state = queue.read_mode() if args.mode == "status" else queue.set_override(args.mode)
     finally:
         queue.close()
     # "degraded" is what replicas do (the override included), not the stored field of the window's decision
     print(json.dumps({"service": settings.service, **state.to_fields(), "degraded": effective(state)}))
     return EXIT_OK
-
-
-def _override(queue: Queue, override: str) -> ModeState:
-    """Set ``override`` through the queue's compare-and-set, logging when it was set (the page marks it); the
-    evaluators' own writes keep the log, since they step the state they read."""
-    from ragwatch.errors import QueueError
-    from ragwatch.mode.degrade import with_override
-
-    for _ in range(_CAS_TRIES):
-        current = queue.read_mode()
-        state = with_override(current, override, time.time())
-        if queue.write_mode(state, current.version):
-            return state
-    raise QueueError(f"the mode state kept changing; the override {override!r} was not written, try again")

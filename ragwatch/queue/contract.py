@@ -16,13 +16,14 @@ score is idempotent per sample id, so a redelivered sample is never counted twic
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragwatch.errors import QueueFullError
-from ragwatch.mode.degrade import ModeState
+from ragwatch.errors import QueueError, QueueFullError
+from ragwatch.mode.degrade import ModeState, with_override
 
 __all__ = [
     "DEFAULT_QUEUE_URL",
@@ -179,9 +180,20 @@ class Queue(ABC):
         store now holds writes what it saw, and the newest wins — a replica that missed the last change can
         never bring back an older state for good."""
 
-    @abstractmethod
-    def set_override(self, override: str) -> ModeState:
-        """Force degraded mode ``on`` or ``off``, or give control back to the window (``auto``)."""
+    def set_override(self, override: str, *, tries: int = 20) -> ModeState:
+        """Force degraded mode ``on`` or ``off``, or give control back to the window (``auto``).
+
+        Written through :meth:`write_mode`'s compare-and-set, with the time it was set in the state's override
+        log (the page marks it; the evaluators' own writes keep the log, since they step the state they read).
+        One implementation for every backend, so no path writes an override without its time. Raises
+        :class:`QueueError` when the state kept changing for ``tries`` attempts (only the SLA evaluators write
+        besides the operator, and rarely)."""
+        for _ in range(tries):
+            current = self.read_mode()
+            state = with_override(current, override, time.time())
+            if self.write_mode(state, current.version):
+                return state
+        raise QueueError(f"the mode state kept changing; the override {override!r} was not written, try again")
 
     @abstractmethod
     def mode_listener(self) -> ModeListener:

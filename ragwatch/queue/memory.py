@@ -19,7 +19,6 @@ import time
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 from ragwatch.mode.degrade import ModeState
@@ -277,12 +276,6 @@ class MemoryQueue(Queue):
             self._mode = state
             self._mode_changed.notify_all()
             return True
-
-    def set_override(self, override: str) -> ModeState:
-        with self._mode_changed:
-            self._mode = replace(self._mode, override=override, version=self._mode.version + 1)
-            self._mode_changed.notify_all()
-            return self._mode
 
     def mode_listener(self) -> ModeListener:
         return _MemoryModeListener(self)

@@ -119,14 +119,6 @@ end
 return {scores, markers}
 """
 
-# KEYS: mode hash. ARGV: channel, override.
-_OVERRIDE = """
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'override', ARGV[2])
-redis.call('PUBLISH', ARGV[1], 'changed')
-return redis.call('HGETALL', KEYS[1])
-"""
-
 # KEYS: dead-letter stream, samples stream. ARGV: dead maxlen, group, entry id, then field, value pairs.
 _DEAD_LETTER = """
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 4))
@@ -278,7 +270,6 @@ class RedisQueue(Queue):
             for name, text in (
                 ("apply", _APPLY),
                 ("write_mode", _WRITE_MODE),
-                ("override", _OVERRIDE),
                 ("dead_letter", _DEAD_LETTER),
                 ("restore_mode", _RESTORE_MODE),
                 ("trim_retention", _TRIM_RETENTION),
@@ -526,11 +517,6 @@ class RedisQueue(Queue):
             args += [field, value]
         with _translated("restore mode"):
             return bool(self._run("restore_mode", [self.keys.mode], args))
-
-    def set_override(self, override: str) -> ModeState:
-        with _translated("override"):
-            flat = self._run("override", [self.keys.mode], [self.keys.mode_channel, override])
-        return ModeState.from_fields(dict(zip(flat[::2], flat[1::2], strict=True)))
 
     def mode_listener(self) -> ModeListener:
         return _RedisModeListener(self)
