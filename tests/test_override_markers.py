@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import orjson
+from prometheus_client import CollectorRegistry
 
 from ragwatch.mode.degrade import MAX_OVERRIDE_LOG, ModeState, with_override
 from ragwatch.queue.factory import open_queue
 from ragwatch.report.dashboard import Dashboard
-from ragwatch.report.sources import QueueSource
+from ragwatch.report.sources import EndpointSource, QueueSource
+from ragwatch.scoring.health import serve_worker_http
+from ragwatch.scoring.worker import Worker
 from tests.scored import scored_records
 from tests.test_cli import run
 from tests.test_dashboard import POLICY, THRESHOLDS
@@ -69,3 +73,29 @@ def test_the_log_round_trips_and_keeps_only_the_newest() -> None:
     assert len(state.override_log) == MAX_OVERRIDE_LOG and state.override_log[-1][1] == 100.0 + MAX_OVERRIDE_LOG + 2
     assert state.version == MAX_OVERRIDE_LOG + 3
     assert ModeState.from_fields(state.to_fields()) == state
+
+
+def test_a_report_built_from_a_remote_page_marks_the_overrides_too(redis_url: str, tmp_path: Path) -> None:
+    """``ragwatch report --url`` reads the mode from the page's JSON: the override log must travel with it, or
+    the HTML report of a worker's page has no operator markers while the page itself has them."""
+    queue = open_queue(redis_url, "kb-qa")
+    records = scored_records(start=time.time() - 300, n=60)
+    queue.apply_many([(r["sample_id"], orjson.dumps(r), r["scores"], r["created_at"]) for r in records])
+    dashboard = Dashboard(QueueSource(queue), THRESHOLDS, POLICY, cache_seconds=0.0)
+    server = serve_worker_http(Worker(queue, []), 0, "127.0.0.1", CollectorRegistry(), dashboard=dashboard)
+    try:
+        before = time.time()
+        queue.set_override("on")
+        queue.set_override("auto")
+        url = f"http://127.0.0.1:{server.server_port}/dashboard"
+        remote = EndpointSource(url).mode()
+        assert remote is not None and [c for c, _ in remote.override_log] == ["on", "auto"]
+        assert all(before <= at <= time.time() for _, at in remote.override_log)
+        page = tmp_path / "report.html"
+        out = run("report", "--url", url, "--html", str(page), "--no-state")
+        assert out.returncode == 0, out.stderr
+        assert page.read_text(encoding="utf-8").count('"kind":"override"') == 2
+    finally:
+        server.shutdown()
+        server.server_close()
+        queue.close()

@@ -33,6 +33,7 @@ __all__ = [
     "Policy",
     "direction_of",
     "effective",
+    "parse_override_log",
     "step",
     "window_value",
     "with_override",
@@ -151,14 +152,14 @@ class ModeState:
                 samples=int(f.get("samples") or 0),
                 recovering_since=float(f["recovering_since"]) if f.get("recovering_since") else None,
                 override=str(f["override"]) if f.get("override") in OVERRIDES else "auto",
-                override_log=_override_log(f.get("override_log")),
+                override_log=parse_override_log(f.get("override_log")),
                 version=int(f.get("version") or 0),
             )
         except (TypeError, ValueError):
             return cls()
 
 
-def _override_log(text: Any) -> tuple[tuple[str, float], ...]:
+def parse_override_log(text: Any) -> tuple[tuple[str, float], ...]:
     """Parse ``"on@1712.5 auto@1790.0"``; entries that do not parse are dropped (anyone who can write to
     Redis can write this field), and a missing field is an empty log: the times are unknown."""
     if not isinstance(text, str):

@@ -151,7 +151,7 @@ class EndpointSource:
         return records
 
     def mode(self) -> ModeState | None:
-        from ragwatch.mode.degrade import ModeState
+        from ragwatch.mode.degrade import ModeState, parse_override_log
 
         try:
             data = json.loads(self._get(self.page + ".json", count=1))
@@ -163,4 +163,10 @@ class EndpointSource:
         override = str(m["override"]) if m.get("override") in ("auto", "on", "off") else "auto"
         since = float(m["since"]) if isinstance(m.get("since"), (int, float)) else 0.0
         degraded = bool(m.get("degraded")) if override == "auto" else False
-        return ModeState(degraded=degraded, since=since, reason=str(m.get("reason") or ""), override=override)
+        return ModeState(
+            degraded=degraded,
+            since=since,
+            reason=str(m.get("reason") or ""),
+            override=override,
+            override_log=parse_override_log(m.get("override_log")),
+        )

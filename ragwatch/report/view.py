@@ -224,6 +224,9 @@ def view_data(
             "reason": mode.reason,
             "override": mode.override,
             "value": mode.value,
+            # the operators' overrides with their times, as stored ("on@1712.5 auto@1790.0"): a report built
+            # from this page (``ragwatch report --url``) marks them too
+            "override_log": mode.to_fields()["override_log"],
         }
         if in_force and (not periods or not periods[-1].get("open")):
             start = max(mode.since or first, first)
