@@ -16,7 +16,9 @@ plus a verdict line per target:
    truncate, redact, encode) runs; samples/s = runs / (first offer → ``flush()`` returned). Once with the
    default redaction patterns, once with ``redact=()``, once with redaction and a distinct text for every
    chunk of every run (no chunk is redacted from the cache: the worst case for a service whose chunks never
-   repeat), plus ``queue.add`` of pre-encoded samples alone (the Redis write without the build).
+   repeat), plus ``queue.add`` of pre-encoded samples alone (the Redis write without the build). And once
+   with ``content_off`` on Redis, where the flusher also judges every run with the default offline judge
+   (50x fewer runs): its CPU per sampled request, as a ratio to the plain build's.
 3. **Worker throughput** (target ≥ 5,000 samples/s per core). The stream is pre-filled with encoded samples,
    then ``Worker(queue, [judge], concurrency=1, batch=256, block_ms=50).work(burst=True)`` runs in this
    process until the stream is drained. Judges: ``TrivialJudge``; a no-op judge (the queue overhead alone:
@@ -87,6 +89,7 @@ LISTENER = "listener, sampled request"
 EMPTY = "  floor: empty timed region"
 INC = "  floor: Counter.inc()"
 WORKER_ADD_BATCH = 500  # the producer's default batch_size, so the XADD-only row writes like the flusher
+CONTENT_OFF = "content_off: judged in the service (offline judge)"
 
 # ------------------------------------------------------------------------------------------- workload
 
@@ -437,18 +440,27 @@ def _enqueue_cost(
 # ------------------------------------------------------------------------------------------- 2. flusher
 
 
-def flusher_throughput(server: RedisServer, n: int, redact: bool, distinct: bool = False) -> dict[str, Any]:
+def flusher_throughput(
+    server: RedisServer, n: int, redact: bool, distinct: bool = False, judged: bool = False
+) -> dict[str, Any]:
+    """``judged``: ``content_off`` on Redis, where the flusher also judges each run with the default offline
+    judge before sending it textless with its scores (``scoring.embedded.PreScorer``), budget lifted."""
     name = "redaction on" if redact else "redaction off (redact=())"
     service = "bench-flush-redact" if redact else "bench-flush-plain"
     if distinct:
         name += ", every chunk text distinct"
         service += "-distinct"
-    with watching(server.url, service, n, **({} if redact else {"redact": ()})) as (rw, registry):
+    options: dict[str, Any] = {} if redact else {"redact": ()}
+    if judged:
+        name = CONTENT_OFF
+        service += "-content-off"
+        options |= {"content_off": True, "scoring_max_per_second": 1e9}
+    with watching(server.url, service, n, **options) as (rw, registry):
         producer = rw.producer
         assert producer is not None
         build = producer._build  # the function RagWatch built: build_sample + encode_sample, redactor on or off
-        sizes = [len(build(run, "rate")) for run in make_runs(200, service, seed=2)]
-        warm = make_runs(1_000, service, seed=3)
+        sizes = [len(build(run, "rate")) for run in make_runs(20 if judged else 200, service, seed=2)]
+        warm = make_runs(50 if judged else 1_000, service, seed=3)
         for run in warm:  # starts the flusher thread and opens the connection
             producer.offer(run, "rate")
         if not producer.flush(timeout=60):
@@ -690,6 +702,14 @@ def report(
         )
     if len(flush) > 2:
         print(f"(flusher with every chunk text distinct, redaction on: {flush[2]['per_s']:,.0f} samples/s)")
+    judged = next((r for r in flush if r["name"] == CONTENT_OFF), None)
+    if judged is not None:
+        per, plain = judged["cpu_seconds"] / judged["n"], on["cpu_seconds"] / on["n"]
+        print(
+            f"(content_off on Redis: the flusher thread spends {per * 1e3:.1f} ms of CPU per sampled request "
+            f"judging it, {per / plain:,.0f}× the plain build's {plain * 1e6:.0f} µs; the request thread's "
+            "part is the same producer.offer as row 1)"
+        )
     noop = next((r for r in work if r["name"].startswith("no-op")), None)
     if noop is not None:
         print(
@@ -741,6 +761,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             flusher_throughput(server, burst, redact=True),
             flusher_throughput(server, burst, redact=False),
             flusher_throughput(server, burst, redact=True, distinct=True),
+            # The offline judge takes milliseconds per sample: fewer runs, compared per sample.
+            flusher_throughput(server, max(100, burst // 50), redact=True, judged=True),
         ]
         work = [
             worker_throughput(server, samples, TrivialJudge(), False, "trivial judge"),

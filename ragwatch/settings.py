@@ -173,8 +173,8 @@ class Settings(BaseSettings):
     content_off: bool = Field(
         default=False,
         description="Keep no user text anywhere (GDPR): samples leave with no question, answer, chunk text, hash, "
-        "chunk id, metadata or tag; score records, reports and pages hold none. Latency, tokens, cost and the "
-        "in-process scorer's scores stay (it judges the text in memory); a Redis worker has nothing to judge.",
+        "chunk id, metadata or tag; score records, reports and pages hold none. Latency, tokens, cost and scores "
+        "stay: the service judges the text in memory (on Redis, on its flusher thread; workers apply the scores).",
     )
     max_chunks: int = Field(default=20, ge=1, description="Chunks kept per sample.")
     max_chunk_chars: int = Field(default=4000, ge=1, description="Characters kept per chunk.")
@@ -287,7 +287,8 @@ class Settings(BaseSettings):
     scoring_max_per_second: float = Field(
         default=2.0,
         gt=0,
-        description="Budget of in-process scoring, samples per second; samples over it are skipped, counted.",
+        description="Budget of in-process scoring (and of content_off judging in the service), samples per "
+        "second; samples over it are skipped, counted.",
     )
     # -- judges ------------------------------------------------------------------------------------------
     judges: tuple[str, ...] = Field(

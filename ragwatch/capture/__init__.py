@@ -8,5 +8,6 @@ stream proxies, the ASGI middleware, the normalisation of chunks, responses and 
 May import: ``ragwatch.sampling``, ``ragwatch.queue``, ``ragwatch.mode`` (the watcher and the pure state),
 ``ragwatch.metrics`` and the top-level foundations (``errors``, ``settings``, ``guard``, ``labels``).
 Never the scoring side (``scoring``, ``report``, ``replay``, ``mode.sla``), with one documented exception:
-``capture.watch`` builds the in-process scorer lazily when it scores on ``memory://`` (see ARCHITECTURE.md).
+``capture.watch`` builds the in-process scorer lazily when it scores on ``memory://``, or the judging of its own
+samples under ``content_off`` with a shared queue (see ARCHITECTURE.md).
 """

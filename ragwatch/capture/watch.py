@@ -66,7 +66,7 @@ from ragwatch.settings import Settings, load_settings
 if TYPE_CHECKING:
     from ragwatch.capture.feedback import FeedbackWriter
     from ragwatch.report.build import Report
-    from ragwatch.scoring.embedded import InProcessScorer
+    from ragwatch.scoring.embedded import InProcessScorer, PreScorer
 
 __all__ = ["RagWatch", "Scope"]
 
@@ -147,6 +147,7 @@ class RagWatch:
         self.producer: Producer | None = None
         self.mode_watcher: ModeWatcher | None = None
         self.scorer: InProcessScorer | None = None
+        self._prescorer: PreScorer | None = None  # content_off on a shared queue: judges before sending
         self.queue: Queue | None = None
         self._rerank = rerank
         # One redactor for everything that leaves the process (samples, span attributes, exception events);
@@ -162,7 +163,8 @@ class RagWatch:
             if settings.scores_in_process():  # judges load now: a bad judge setting fails at start-up
                 from ragwatch.scoring.embedded import InProcessScorer
 
-                self.scorer = InProcessScorer(queue, settings, guard=self.guard, registry=registry)
+                judges = self._prescorer.judges if self._prescorer is not None else None  # loaded once
+                self.scorer = InProcessScorer(queue, settings, guard=self.guard, registry=registry, judges=judges)
             if settings.degraded_mode:
                 self.mode_watcher = ModeWatcher(
                     queue,
@@ -233,39 +235,38 @@ class RagWatch:
             # Keyed so a caller's traceparent cannot pick sampled trace ids; replicas agree when they share it.
             secret=_key(s.sample_secret) or os.urandom(32),
         )
-        redactor = self.redactor
-        # Popular chunks are retrieved again and again; redacting each distinct text once saves most of the
-        # flusher's time (redaction, like any user redact_with function, must be deterministic).
-        redact_chunk = self.redact_cached
-        limits = Limits(s.max_chunks, s.max_chunk_chars, s.max_answer_chars, s.max_question_chars)
+        options: dict[str, Any] = {
+            "limits": Limits(s.max_chunks, s.max_chunk_chars, s.max_answer_chars, s.max_question_chars),
+            "redact": self.redactor,
+            # Popular chunks are retrieved again and again; redacting each distinct text once saves most of the
+            # flusher's time (redaction, like any user redact_with function, must be deterministic).
+            "redact_chunk": self.redact_cached,
+            "service_version": s.service_version,
+        }
         keep_text = s.store_text
-        # content_off: no text leaves the process; the in-process queue is the process, its scorer judges the
-        # text in memory and stores records without it (Scoring(content=False)).
+        # content_off: no text leaves the process. The in-process queue is the process: its scorer judges the
+        # text in memory and stores records without it (Scoring(content=False)). A shared queue gets textless
+        # samples, judged first by this process on its flusher thread (scoring.embedded.PreScorer, loaded
+        # only then: the documented exception of ARCHITECTURE.md).
         content = not s.content_off or queue.url.lower().startswith("memory:")
-        if not content:  # said once, at start-up: a worker cannot judge what it never receives
+        prescorer = None
+        if not content and s.scoring != "off":
+            from ragwatch.scoring.embedded import PreScorer
+
+            prescorer = self._prescorer = PreScorer(queue, s, options, guard=self.guard)  # ConfigError now
+        elif not content:  # said once, at start-up: a worker cannot judge what it never receives
             log.warning(
-                "ragwatch: content_off with a shared queue: samples reach it without text, so workers acknowledge"
-                " them unscored (latency, tokens and cost are kept); scores need the in-process scorer on memory://"
+                "ragwatch: content_off with scoring='off' on a shared queue: samples reach it without text or"
+                " scores, so workers acknowledge them unscored (latency, tokens and cost are kept)"
             )
 
         def build(run: Run, reason: str) -> bytes:
-            return encode_record(
-                build_record(
-                    run,
-                    reason=reason,
-                    limits=limits,
-                    redact=redactor,
-                    redact_chunk=redact_chunk,
-                    keep_text=keep_text,
-                    content=content,
-                    service_version=s.service_version,
-                )
-            )
+            return encode_record(build_record(run, reason=reason, keep_text=keep_text, content=content, **options))
 
         metrics = families(ProducerMetrics, registry) if s.metrics else None
         self.producer = producer = Producer(
             queue,
-            build,
+            build if prescorer is None else prescorer.encode,
             metrics=metrics,
             guard=self.guard,
             buffer_size=s.buffer_size,
@@ -273,6 +274,8 @@ class RagWatch:
             flush_interval=s.flush_interval,
             close_timeout=s.close_timeout,
         )
+        if prescorer is not None:  # no judging while the flusher lags a batch: its samples go unscored, counted
+            prescorer.behind = lambda: producer.pending() > s.batch_size
         decisions = (
             {
                 (sampled, reason): metrics.decisions.labels(self.service, "sampled" if sampled else "skipped", reason)

@@ -90,11 +90,7 @@ def _worker(args: argparse.Namespace) -> int:
         metrics=metrics,
         maintenance_seconds=min(5.0, settings.sla_evaluate_seconds),
         evaluator=SLAEvaluator(queue, settings.sla_policy(), settings.health_thresholds, metrics),
-        thresholds=Thresholds(
-            context_precision=settings.sla_threshold,
-            faithfulness=settings.health_thresholds.get("faithfulness", 0.75),
-            answer_relevance=settings.health_thresholds.get("answer_relevance", 0.85),
-        ),
+        thresholds=Thresholds.of(settings),
         limits=Limits(
             settings.max_chunks, settings.max_chunk_chars, settings.max_answer_chars, settings.max_question_chars
         ),

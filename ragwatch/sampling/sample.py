@@ -9,6 +9,10 @@ length limit cannot escape the patterns half-written; it reads a bounded prefix 
 free-text field is redacted, not only question, answer and chunk text: chunk ids, the route, tag keys and
 values (``force_sample`` reasons), metadata keys and values. The record is versioned (``v``); decoding ignores unknown
 fields, so an older worker reads a newer producer's samples.
+
+Under ``content_off`` with a shared queue the record carries no text but a ``scored`` object: the service's
+own verdict on the text it kept (``ragwatch.scoring.embedded.PreScorer``). This codec only checks that it is
+an object; the scoring side validates what is in it.
 """
 
 from __future__ import annotations
@@ -107,6 +111,10 @@ class Sample:
     v: int = SCHEMA_VERSION
     #: the ``service_version`` setting of the producer (None: unset, or a record of an older producer)
     service_version: str | None = None
+    #: ``content_off`` on a shared queue: what the service's own judges said about this textless sample
+    #: (scores, or why there are none), for the worker to apply without judging; read and validated on the
+    #: scoring side (``ragwatch.scoring.content``). None: an ordinary sample, judged by the worker.
+    scored: dict[str, Any] | None = None
 
 
 def _sha(text: str) -> str:
@@ -400,6 +408,7 @@ def _validated(data: dict[str, Any], limits: Limits) -> Sample:
         v=_count_field(data.get("v", SCHEMA_VERSION), "v") or SCHEMA_VERSION,
         # absent in older records; a cosmetic field of another type is dropped, not the sample with it
         service_version=_short(data, "service_version") if isinstance(data.get("service_version"), str) else None,
+        scored=_object(data.get("scored"), "scored"),
     )
 
 
@@ -469,6 +478,12 @@ def _count_field(value: Any, name: str) -> int | None:
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise SampleDecodeError(f"{name} must be true or false")
+    return value
+
+
+def _object(value: Any, name: str) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise SampleDecodeError(f"{name} must be an object or null, got {type(value).__name__}")
     return value
 
 

@@ -36,11 +36,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from numbers import Real
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragwatch.errors import ConfigError
 from ragwatch.scoring.judges.base import ANSWER_RELEVANCE, FAITHFULNESS, HALLUCINATION_RATE, context_precision
 from ragwatch.scoring.retrieval_metrics import _check_relevances, context_precision_mean
+
+if TYPE_CHECKING:
+    from ragwatch.settings import Settings
 
 __all__ = [
     "ADVICE",
@@ -73,6 +76,15 @@ class Thresholds:
     faithfulness: float = 0.75
     answer_relevance: float = 0.85
     k: int = 3
+
+    @classmethod
+    def of(cls, settings: Settings) -> Thresholds:
+        """The lines ``settings`` set: the SLA line and the health thresholds (every scorer reads them so)."""
+        return cls(
+            context_precision=settings.sla_threshold,
+            faithfulness=settings.health_thresholds.get("faithfulness", 0.75),
+            answer_relevance=settings.health_thresholds.get("answer_relevance", 0.85),
+        )
 
     def __post_init__(self) -> None:
         # Thresholds come from configuration; a typo such as 75 for 0.75 would silently flag every sample,

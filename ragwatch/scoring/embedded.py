@@ -12,6 +12,11 @@ The thread starts with the first request (as the mode watcher and the flusher do
 never runs one; after ``fork()`` each child starts its own. On ``memory://`` every process then has its own
 window and mode: that is detected and logged once per process, since a fleet that should degrade together
 needs the shared windows of Redis and ``ragwatch worker``.
+
+``content_off`` on a shared queue is the other way a service scores its own samples: no text may leave the
+process, so no worker could judge it. :class:`PreScorer` judges each sampled run on the producer's flusher
+thread and sends the textless sample with its scores; workers apply them without judging, into the same
+shared windows.
 """
 
 from __future__ import annotations
@@ -29,15 +34,19 @@ from ragwatch.guard import Guard
 from ragwatch.metrics.catalog import WorkerMetrics, families
 from ragwatch.mode.sla import SLAEvaluator
 from ragwatch.queue.contract import Queue
+from ragwatch.sampling.sample import build_record, build_sample, encode_record
+from ragwatch.scoring.content import not_scored, prescored
 from ragwatch.scoring.diagnosis import Thresholds
-from ragwatch.scoring.worker import ScoreRecord, Worker
+from ragwatch.scoring.judges.budget import JudgeTimeExceeded
+from ragwatch.scoring.worker import ScoreRecord, Scoring, Worker, not_a_sample
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from ragwatch.capture.run import Run
     from ragwatch.settings import Settings
 
-__all__ = ["Budget", "InProcessScorer", "scores_in_process"]
+__all__ = ["Budget", "InProcessScorer", "PreScorer", "prescores", "scores_in_process"]
 
 log = logging.getLogger("ragwatch.embedded")
 
@@ -89,6 +98,76 @@ class Budget:
             self._tokens -= 1.0
             return True
         return False
+
+
+def prescores(settings: Settings, queue: Queue) -> bool:
+    """Whether the service judges its samples before they leave: ``content_off`` on a queue other processes
+    read (on ``memory://`` the text never leaves, the in-process scorer judges it), unless scoring is off."""
+    return settings.content_off and settings.scoring != "off" and not queue.url.lower().startswith("memory:")
+
+
+class PreScorer:
+    """``content_off`` on a shared queue: the service judges its own sampled runs before they leave it.
+
+    Samples reach Redis without text, so no worker can judge them; the service can, and only it. :meth:`encode`
+    is the producer's build function, so it runs on the flusher thread — never the request thread, which still
+    only appends the run to the producer's bounded buffer. For each run it builds the record twice with the
+    same sample id: with its text (redacted and cut like any sample) as a :class:`Sample` for the judges,
+    held in memory only, and without any text for the queue, to which it adds the verdict
+    (:func:`~ragwatch.scoring.content.prescored`: scores, text-free evidence, diagnoses). The judges are the
+    ones the service's settings name, each call capped by ``judge_time_budget_s`` and scored by the same
+    :class:`~ragwatch.scoring.worker.Scoring` core as a worker's; the worker applies the verdict without
+    judging, once per sample id, into the shared windows.
+
+    Bounded: at most ``scoring_max_per_second`` samples judged per second per process (the in-process
+    scorer's budget), and none while the flusher is more than a batch behind (:attr:`behind`), so a slow
+    judge cannot make the buffer overflow; those samples go unscored, counted by the worker as
+    ``ragwatch_scoring_skipped_total{reason="budget"}``. A judge that runs over its time budget or fails
+    marks the sample so, and the worker dead-letters it, counted (``over_time_budget``, ``dead_lettered``).
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        settings: Settings,
+        record_options: dict[str, Any],
+        *,
+        guard: Guard,
+        judges: list[Any] | None = None,
+    ) -> None:
+        from ragwatch.scoring.judges import make_judges
+
+        self.judges = judges if judges is not None else make_judges(settings.judges, settings)  # ConfigError now
+        self.scoring = Scoring(
+            queue, self.judges, thresholds=Thresholds.of(settings), time_budget_s=settings.judge_time_budget_s
+        )
+        self._options = record_options  # build_record's limits, redactors and service_version
+        self._guard = guard
+        self.admit = Budget(settings.scoring_max_per_second)
+        #: whether the flusher has more than a batch waiting (set by the service once its producer exists)
+        self.behind: Callable[[], bool] = lambda: False
+
+    def encode(self, run: Run, reason: str) -> bytes:
+        """The textless sample record of ``run`` with the service's verdict on it, encoded."""
+        record = build_record(run, reason=reason, content=False, **self._options)
+        record["scored"] = self._verdict(run, reason, record["sample_id"])
+        return encode_record(record)
+
+    def _verdict(self, run: Run, reason: str, sample_id: str) -> dict[str, Any]:
+        if self.behind() or not self.admit():
+            return not_scored("budget")
+        try:  # whatever fails here, the textless sample still leaves, marked (its latency and cost are kept)
+            sample = build_sample(run, reason=reason, keep_text=True, **self._options)  # in memory only
+            sample.sample_id = sample_id
+            unfit = not_a_sample(sample)
+            if unfit is not None:
+                return not_scored(unfit)
+            return prescored(self.scoring.score(sample))
+        except JudgeTimeExceeded as exc:  # its message says how far the judge got, never the text
+            return not_scored("over_time_budget", str(exc))
+        except Exception as exc:  # a judge's bug or its endpoint's: the message may quote the text
+            self._guard.note("scoring", exc, f"content_off: judging in the service failed: {type(exc).__name__}")
+            return not_scored("judge_error", type(exc).__name__)
 
 
 class _InProcessWorker(Worker):
@@ -145,12 +224,9 @@ class InProcessScorer:
             metrics=self.metrics,
             maintenance_seconds=min(1.0, s.sla_evaluate_seconds),
             evaluator=SLAEvaluator(self.queue, s.sla_policy(), s.health_thresholds, self.metrics),
-            thresholds=Thresholds(
-                context_precision=s.sla_threshold,
-                faithfulness=s.health_thresholds.get("faithfulness", 0.75),
-                answer_relevance=s.health_thresholds.get("answer_relevance", 0.85),
-            ),
-            admit=Budget(s.scoring_max_per_second),
+            thresholds=Thresholds.of(s),
+            # content_off on Redis: the budget was spent judging before sending; applying costs no judge
+            admit=None if prescores(s, self.queue) else Budget(s.scoring_max_per_second),
             judge_time_budget_s=s.judge_time_budget_s,
             on_score=(self._announce,),
         )

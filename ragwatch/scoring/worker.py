@@ -37,14 +37,14 @@ from ragwatch.metrics.catalog import WorkerMetrics
 from ragwatch.mode.sla import SLAEvaluator
 from ragwatch.queue.contract import Entry, Queue, Retention
 from ragwatch.sampling.sample import Limits, Sample, SampleDecodeError, decode_sample
-from ragwatch.scoring.content import without_text
+from ragwatch.scoring.content import Judged, NotScored, read_scored, without_text
 from ragwatch.scoring.diagnosis import Thresholds, diagnose_all
 from ragwatch.scoring.evaluation_events import EvaluationEvents
 from ragwatch.scoring.judges.base import Judge
 from ragwatch.scoring.judges.budget import JudgeTimeExceeded, time_budget
 from ragwatch.settings import JUDGE_TIME_BUDGET_S
 
-__all__ = ["SKIP_REASONS", "ScoreRecord", "Scoring", "Worker", "not_a_sample"]
+__all__ = ["SKIP_REASONS", "ScoreRecord", "Scoring", "Worker", "not_a_sample", "record_of"]
 
 log = logging.getLogger("ragwatch.worker")
 
@@ -73,6 +73,32 @@ class ScoreRecord:
     span_id: str | None = None  # the sampled request's span: evaluation events are parented to it
     diagnoses: list[str] = field(default_factory=list)  # every label, causal order; diagnosis is the first
     service_version: str | None = None  # the producer's service_version setting: a change is a chart marker
+
+
+def record_of(sample: Sample, judged: Judged) -> ScoreRecord:
+    """The score record of ``sample`` with what its judges said — here, or in the service (``content_off``)."""
+    return ScoreRecord(
+        sample_id=sample.sample_id,
+        trace_id=sample.trace_id,
+        service=sample.service,
+        judges=judged.judges,
+        scores=judged.scores,
+        details=judged.details,
+        timings=judged.timings,
+        scored_at=judged.scored_at,
+        created_at=sample.created_at,
+        question=sample.question,
+        answer=sample.answer,
+        chunk_ids=[c.id for c in sample.chunks],
+        model=sample.model,
+        route=sample.route,
+        reason=sample.reason,
+        diagnosis=judged.diagnoses[0],
+        tags=dict(sample.tags),
+        span_id=sample.span_id,
+        diagnoses=judged.diagnoses,
+        service_version=sample.service_version,
+    )
 
 
 #: Why a delivered entry was acknowledged without being scored (``ragwatch_scoring_skipped_total``): over
@@ -165,29 +191,15 @@ class Scoring:
             ),
             None,
         )
-        labels = list(diagnose_all(scores, relevances, self.thresholds))
-        record = ScoreRecord(
-            sample_id=sample.sample_id,
-            trace_id=sample.trace_id,
-            service=sample.service,
+        judged = Judged(
             judges=[{"name": j.name, "version": j.version} for j in self.judges],
             scores=scores,
             details=details,
             timings=timings,
+            diagnoses=list(diagnose_all(scores, relevances, self.thresholds)),
             scored_at=time.time(),
-            created_at=sample.created_at,
-            question=sample.question,
-            answer=sample.answer,
-            chunk_ids=[c.id for c in sample.chunks],
-            model=sample.model,
-            route=sample.route,
-            reason=sample.reason,
-            diagnosis=labels[0],
-            tags=dict(sample.tags),
-            span_id=sample.span_id,
-            diagnoses=labels,
-            service_version=sample.service_version,
         )
+        record = record_of(sample, judged)
         return record if self.content else without_text(record)
 
     def store(self, scored: Sequence[tuple[ScoreRecord, bytes, str | None]]) -> list[bool | None]:
@@ -474,6 +486,7 @@ class Worker:
         inline: list[tuple[Entry, Sample]] = []
         skipped: list[str] = []
         unscored: list[tuple[str, str]] = []
+        scored: list[tuple[Entry, ScoreRecord, bytes, str | None]] = []
         for entry in entries:
             if entry.deliveries > self.max_deliveries:
                 self._dead(entry, f"gave up after {entry.deliveries - 1} failed deliveries", "dead_lettered")
@@ -491,16 +504,24 @@ class Worker:
             except SampleDecodeError as exc:
                 self._dead(entry, f"malformed: {exc}", "malformed")
                 continue
+            client = sample.client if isinstance(sample.client, str) else None
+            if sample.scored is not None:  # content_off: judged in the service, applied here without judging
+                outcome = self._prescored(entry, sample)
+                if isinstance(outcome, tuple):
+                    scored.append((entry, *outcome, client))
+                elif outcome == "budget":  # over the service's judging budget
+                    skipped.append(entry.id)
+                elif outcome is not None:
+                    unscored.append((entry.id, outcome))
+                continue
             unfit = not_a_sample(sample)
             if unfit is not None:  # acknowledged unscored: never judged, never in a window
                 unscored.append((entry.id, unfit))
                 continue
-            client = sample.client if isinstance(sample.client, str) else None
             if self._pool is None:
                 inline.append((entry, sample))
             else:
                 jobs[self._pool.submit(self.scoring.score, sample)] = (entry, client)
-        scored: list[tuple[Entry, ScoreRecord, bytes, str | None]] = []
         for entry, sample in inline:
             try:
                 record = self.scoring.score(sample)
@@ -539,6 +560,23 @@ class Worker:
         settled = [entry.id for (entry, *_), new in zip(scored, fresh, strict=True) if new is not None]
         self.queue.ack(settled + skipped + [entry_id for entry_id, _ in unscored])
         self.processed += len(entries)
+
+    def _prescored(self, entry: Entry, sample: Sample) -> tuple[ScoreRecord, bytes] | str | None:
+        """A sample the service judged (``content_off``): its score record and its encoding, never judged again
+        here; or the reason the service gave for sending none (a skip, acknowledged and counted); or None when
+        the entry was dead-lettered — its ``scored`` object is malformed or hostile, or the judging failed."""
+        try:
+            said = read_scored(sample.scored or {})
+            if isinstance(said, NotScored):
+                if said.skipped is not None:
+                    return said.skipped
+                self._dead(entry, safe_text(said.error), said.outcome or "dead_lettered")
+                return None
+            record = without_text(record_of(sample, said))  # nothing a foreign producer sent keeps its text
+            return record, orjson.dumps(record)
+        except (SampleDecodeError, TypeError, ValueError) as exc:
+            self._dead(entry, f"malformed: {safe_text(str(exc))}", "malformed")
+            return None
 
     def _log_unscored(self, unscored: list[tuple[str, str]]) -> None:
         """At debug level, at most once a minute: samples that were not quality samples (the counter has all)."""
