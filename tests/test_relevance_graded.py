@@ -7,7 +7,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -172,3 +174,44 @@ def test_dev_files_meet_the_alert_targets(capsys: pytest.CaptureFixture[str]) ->
         else:
             wiki = f["graded_order"]["en"]
             assert wiki["answer"]["mean"] - wiki["same_topic"]["mean"] >= 0.20
+
+
+def _training_script() -> Any:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import train_graded_relevance
+
+    return train_graded_relevance
+
+
+def test_sentence_windows_join_a_sections_sentences_in_document_order() -> None:
+    """The windowed training lists: each question's sentences, sorted by their place in the document (not by
+    file order), joined four at a time every two; a window bears the answer when one of its sentences does,
+    and the windows form a list of their own (another question id)."""
+    script = _training_script()
+    ranks = [4, 0, 5, 2, 1, 3]
+    rows = [
+        {"question_id": "q1", "rank_in_document": r, "passage": f"S{r}.", "relevant": r == 0, "group": "g"}
+        for r in ranks
+    ]
+    windows = script.sentence_windows(rows)
+    assert [w["passage"] for w in windows] == ["S0. S1. S2. S3.", "S2. S3. S4. S5."]
+    assert [w["relevant"] for w in windows] == [True, False]
+    assert {w["question_id"] for w in windows} == {"wq1"}
+    assert {w["group"] for w in windows} == {"g"}
+
+
+def test_grouped_folds_keep_a_windowed_file_with_the_file_it_is_built_from() -> None:
+    """A window holds its source sentences: were a group's windows in another fold than its sentences,
+    cross-validation would train on the held-out sentences."""
+    script = _training_script()
+    (windowed, source), *_ = script.WINDOWED.items()
+    groups = [f"g{i}" for i in range(20)]
+    files = [source] * 20 + [windowed] * 20 + ["train/relevance/other.jsonl"] * 20
+    t = {
+        "grade": np.zeros(60),
+        "file": np.array(files),
+        "group": np.array(groups * 3),
+    }
+    fold = script.grouped_folds(t, 5)
+    assert (fold[:20] == fold[20:40]).all()
+    assert len(set(fold[:20].tolist())) == 5
