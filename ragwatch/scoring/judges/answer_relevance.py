@@ -23,21 +23,27 @@ a bare number or date) or repeats some of the question's content words reads 0.9
 question); one that neither carries a type the question asks for nor shares a word — nothing to read it by —
 keeps 0.9; one of the wrong type ("10.94‰" for "who", "June 2020" for "where", a place for "when") is capped
 like a long one. So a correct short answer no longer shares the score of an unrelated one of the wrong type
-or about nothing the question names; an unrelated answer of the right type (another film's director) is
-still read as relevant: no reference-free check knows which director is right — faithfulness does.
+or about nothing the question names. An unrelated answer of the right type (another film's director) reads
+no differently from the answer alone; the retrieved chunks tell them apart: a short answer whose content
+sits in a chunk's sentence on the question's topic, near its names
+(:mod:`ragwatch.scoring.judges.answer_grounding`), reads 1.0. Without chunks, or when the chunks do not hold
+it, its score is the one its type gave it — never lowered: whether it is true to the chunks is faithfulness's
+question.
 
 A refusal is about the question but does not answer it: it reads 0.2 (in proportion to the share of
 refusal claims). The caps are set a priori, never fitted to dev data; ``scripts/eval_answer_relevance.py``
-measures the result on a set built from the dev files by construction (README, "Answer relevance").
+measures the result on a set built from the dev files by construction (`docs/accuracy.md`, "Answer relevance").
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ragwatch.scoring.judges.answer_grounding import grounded
 from ragwatch.scoring.judges.relevance import question_kind
-from ragwatch.scoring.judges.text import content_tokens, token_prior
+from ragwatch.scoring.judges.text import TextAnalysis, content_tokens, token_prior
 from ragwatch.scoring.judges.text_rules import entity_tokens
 
 __all__ = ["AnswerChecks", "answer_relevance", "answer_scores", "check_answer"]
@@ -50,6 +56,9 @@ SHORT_UNREAD = 0.9
 #: A short answer that carries the asked type or shares the question's content words: the evidence a
 #: reference-free judge has that it answers this question, so above :data:`SHORT_UNREAD`.
 SHORT_READ = 0.95
+#: A short answer the question's own context holds, near the question's words: the evidence that it is *the*
+#: answer and not one of the right type to another question (:mod:`~ragwatch.scoring.judges.answer_grounding`).
+SHORT_GROUNDED = 1.0
 #: Caps (see the module docstring): below the 0.85 health threshold of ``answer_relevance``.
 CAP_ENTITY = 0.6
 CAP_ATTRIBUTE = 0.5
@@ -108,13 +117,15 @@ _DATE_WORDS_RE = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class AnswerChecks:
-    """What :func:`check_answer` found; ``None`` where a check does not apply."""
+    """What :func:`check_answer` found; ``None`` where a check does not apply (``grounded``: a long answer,
+    no chunk text, or a short answer adding nothing to the question's words)."""
 
     coverage: float
     short: bool
     names_entity: bool | None
     answers_attribute: bool | None
     respects_time: bool | None
+    grounded: bool | None = None
 
 
 def _years(text: str) -> set[str]:
@@ -135,8 +146,9 @@ def _entities(question: str) -> list[set[str]]:
     return [{t} for t in sorted(ents)]
 
 
-def check_answer(question: str, answer: str) -> AnswerChecks:
-    """The coverage and the three checks of the module docstring."""
+def check_answer(question: str, answer: str, context: Sequence[TextAnalysis] = ()) -> AnswerChecks:
+    """The coverage, the three checks and, for a short answer, whether ``context`` (the sample's chunks, as
+    the judge analysed them) holds it (the module docstring)."""
     q_toks = set(content_tokens(question))
     answer_toks = content_tokens(answer)  # once: the answer is the longest text here
     a_toks = set(answer_toks)
@@ -162,18 +174,22 @@ def check_answer(question: str, answer: str) -> AnswerChecks:
     a_years = _years(answer)
     if q_years and a_years:
         respects_time = not q_years.isdisjoint(a_years)
-    return AnswerChecks(coverage, short, names_entity, answers_attribute, respects_time)
+    in_context = grounded(q_toks, entities, a_toks, context) if short and context else None
+    return AnswerChecks(coverage, short, names_entity, answers_attribute, respects_time, in_context)
 
 
-def answer_scores(question: str, answer: str) -> tuple[float, float]:
-    """The coverage-based score (raised for a short direct answer or one carrying the asked date/number) and
-    the cap of the failed checks (1.0 when none failed), before refusals are counted."""
+def answer_scores(question: str, answer: str, context: Sequence[TextAnalysis] = ()) -> tuple[float, float]:
+    """The coverage-based score (raised for a short direct answer, more when ``context`` holds it, or for one
+    carrying the asked date/number) and the cap of the failed checks (1.0 when none failed), before refusals
+    are counted."""
     if not question.strip():
         return 0.7, 1.0
-    checks = check_answer(question, answer)
+    checks = check_answer(question, answer, context)
     base = 0.5 + 0.5 * min(1.0, checks.coverage / 0.6)
     if checks.short:  # read against the question (module docstring); a wrong type is capped below
         base = max(base, SHORT_READ if checks.answers_attribute or checks.coverage > 0 else SHORT_UNREAD)
+        if checks.grounded:
+            base = SHORT_GROUNDED
     elif checks.answers_attribute:
         base = max(base, 0.9)  # a long answer carrying the asked date/number
     cap = 1.0
@@ -186,17 +202,25 @@ def answer_scores(question: str, answer: str) -> tuple[float, float]:
     return base, cap
 
 
-def answer_relevance(question: str, answer: str, share_refusal: float = 0.0, semantic: float | None = None) -> float:
+def answer_relevance(
+    question: str,
+    answer: str,
+    share_refusal: float = 0.0,
+    semantic: float | None = None,
+    context: Sequence[TextAnalysis] = (),
+) -> float:
     """Answer relevance in 0..1: the coverage-based score capped by the failed checks, refusals low.
 
     ``share_refusal`` is the share of the answer's claims that are refusals or meta statements. ``semantic``
     (the embedding judge's claim–question similarity, 0..1) can raise the coverage-based score but not lift
     it over a failed check's cap: a paraphrase may answer without repeating the question's words, but last
-    year's figures are as close to the question as this year's.
+    year's figures are as close to the question as this year's. ``context`` is the sample's chunks as the
+    judge analysed them: a short answer they hold on the question's topic reads :data:`SHORT_GROUNDED`
+    (under the same caps); without them the score is the one the answer alone gets.
     """
     if not answer.strip():
         return 0.0
-    base, cap = answer_scores(question, answer)
+    base, cap = answer_scores(question, answer, context)
     if semantic is not None:
         base = max(base, semantic)
     return round(min(1.0, (1 - share_refusal) * min(base, cap) + share_refusal * REFUSAL_SCORE), 4)

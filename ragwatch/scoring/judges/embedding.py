@@ -220,7 +220,7 @@ class EmbeddingJudge(SemanticJudge):
             texts = [c.text or "" for c in chunks]
             rels = self._offline.relevance(sample.question or "", texts, text_analyses) if chunks else []
             claim_embs = np.stack([embs[k] for k in a_keys]) if a_keys else None
-            out.append((rels, partial(self._answer_relevance, sample, analyses, q_emb, claim_embs)))
+            out.append((rels, partial(self._answer_relevance, sample, analyses, q_emb, claim_embs, text_analyses)))
         return out
 
     def _raising_claims(self, question: str, answer: str, analyses: list[ClaimAnalysis]) -> list[str]:
@@ -235,8 +235,15 @@ class EmbeddingJudge(SemanticJudge):
         base, cap = answer_scores(question, answer)
         return claims if claims and base < min(cap, self._calibrate(1.001)) else []
 
-    def _answer_relevance(self, sample: Sample, analyses: list[ClaimAnalysis], q_emb: Any, claim_embs: Any) -> float:
-        """The offline judge's answer relevance, raised (under its checks' caps) when the claims are
-        semantically close to the question."""
+    def _answer_relevance(
+        self,
+        sample: Sample,
+        analyses: list[ClaimAnalysis],
+        q_emb: Any,
+        claim_embs: Any,
+        context: Sequence[TextAnalysis] = (),
+    ) -> float:
+        """The offline judge's answer relevance (with the chunks' analyses, ``context``), raised (under its
+        checks' caps) when the claims are semantically close to the question."""
         sem = None if claim_embs is None else self._calibrate(float((claim_embs @ q_emb).max()))
-        return self._offline._answer_relevance(sample.question or "", sample.answer or "", analyses, sem)
+        return self._offline._answer_relevance(sample.question or "", sample.answer or "", analyses, sem, context)

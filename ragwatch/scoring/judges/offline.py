@@ -251,6 +251,10 @@ def build_verdict(
     return Verdict(scores=scores, details=details)
 
 
+#: the scoring scheme, the first part of :attr:`OfflineJudge.version`
+SCHEME = 2
+
+
 class OfflineJudge:
     """Faithfulness, chunk relevance, Context Precision@K and answer relevance, offline.
 
@@ -292,8 +296,10 @@ class OfflineJudge:
         faith = self._weights["faithfulness"]
         self._model = ClaimModel(faith)
         self.threshold = float(faith.get("threshold", 0.5)) if threshold is None else float(threshold)
-        # a threshold of the team's own changes verdicts, so it is part of the version their scores carry
-        self.version = f"1+{digest}+{self._relevance.digest}" + ("" if threshold is None else f"+t{threshold:g}")
+        # a threshold of the team's own changes verdicts, so it is part of the version their scores carry; the
+        # leading number moves when the scoring code changes what a score means with the same weights (2: short
+        # answers grounded in the chunks read answer relevance 1.0), so the report sees two versions mixed
+        self.version = f"{SCHEME}+{digest}+{self._relevance.digest}" + ("" if threshold is None else f"+t{threshold:g}")
         #: The hard rules that decide a claim whatever the model says (the rest are only features).
         self.vetoes = frozenset(faith.get("vetoes", RULES))
 
@@ -359,18 +365,29 @@ class OfflineJudge:
         answer = sample.answer
         analyses = self._analyse(sample, ctx) if answer is not None and answer.strip() else []
         return build_verdict(
-            self.k, chunks, rels, answer, analyses, lambda: self._answer_relevance(question, answer or "", analyses)
+            self.k,
+            chunks,
+            rels,
+            answer,
+            analyses,
+            lambda: self._answer_relevance(question, answer or "", analyses, context=text_analyses),
         )
 
     def _answer_relevance(
-        self, question: str, answer: str, analyses: list[ClaimAnalysis], semantic: float | None = None
+        self,
+        question: str,
+        answer: str,
+        analyses: list[ClaimAnalysis],
+        semantic: float | None = None,
+        context: Sequence[TextAnalysis] = (),
     ) -> float:
         """Does the answer address the question (:mod:`ragwatch.scoring.judges.answer_relevance`); refusals low.
-        ``semantic``: the embedding judge's claim–question similarity, which may raise it under the caps."""
+        ``semantic``: the embedding judge's claim–question similarity, which may raise it under the caps;
+        ``context``: the chunks' analyses, which may show a short answer is this question's."""
         if not analyses:
             return 0.0
         share_refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses)
-        return answer_relevance(question, answer, share_refusal, semantic)
+        return answer_relevance(question, answer, share_refusal, semantic, context)
 
 
 def claim_labels(claims: Iterable[Claim], spans: Sequence[Sequence[int]]) -> list[bool]:

@@ -216,5 +216,8 @@ class SemanticJudge:
         for sample, chunks, text_analyses, analyses in prepared:
             question = sample.question or ""
             rels = self._offline.relevance(question, [c.text or "" for c in chunks], text_analyses) if chunks else []
-            out.append((rels, partial(self._offline._answer_relevance, question, sample.answer or "", analyses)))
+            answer = sample.answer or ""
+            out.append(
+                (rels, partial(self._offline._answer_relevance, question, answer, analyses, context=text_analyses))
+            )
         return out
