@@ -31,16 +31,19 @@ batches, each request timed on its own with ``time.perf_counter_ns``:
     The LCEL chain with a retriever that embeds the query first (``DeterministicFakeEmbedding``), invoked
     with no ``callbacks`` at all, and one ``embed_query`` call on its own; then the same with
     ``ragwatch.instrument(rw)`` on (every installed framework: LangChain's global handler and its embedding
-    classes as the ``embed`` stage, LlamaIndex, openai). The hooks are process-wide, so the instrumented
-    variants switch them on before each of their batches and off after it (outside the timed calls): the
-    other variants, their baselines included, never run with them.
+    classes as the ``embed`` stage, LlamaIndex, openai), and the chain with ragwatch's handler in ``config``
+    instead (what ``instrument`` adds over that row is the ``embed`` stage: the hook itself costs what the
+    handler in ``config`` does). The hooks are process-wide, so the instrumented variants switch them on
+    before each of their batches and off after it (outside the timed calls): the other variants, their
+    baselines included, never run with them.
 ``bare functions`` / ``decorators``
     ``overhead.py``'s request (a pipeline calling a retriever and an LLM function) bare and decorated,
     metrics only.
 
 ragwatch runs with ``sampling=False, degraded_mode=False`` (the capture layer, as in ``overhead.py``).
-``--compare DIR`` adds the LangChain and decorator rows of another ragwatch checkout (``/work/main``, say),
-imported as a second copy of the package, so a change is measured against its base in the same run.
+``--compare DIR`` adds the LangChain, auto-instrument and decorator rows of another ragwatch checkout
+(``/work/main``, say), imported as a second copy of the package, so a change is measured against its base in
+the same run. (Each copy has its own ``metrics.fast`` cells, so a copy's rows are timed as it would run alone.)
 
 Usage::
 
@@ -52,6 +55,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
 import itertools
@@ -178,6 +182,22 @@ class Copy:
     suffix: str  # appended to the row names: "" for this checkout
     package: ModuleType
     langchain: ModuleType
+    #: another checkout's ``ragwatch*`` modules (None: this checkout's, already in ``sys.modules``)
+    modules: dict[str, ModuleType] | None = None
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` with this copy's modules in ``sys.modules``, so the lazy imports of ``ragwatch.instrument``
+        and ``uninstrument`` find the copy's integrations; only for untimed calls (a batch's hooks on/off)."""
+        if self.modules is None:
+            return fn()
+        ours = {n: sys.modules.pop(n) for n in [n for n in sys.modules if n == "ragwatch" or n.startswith("ragwatch.")]}
+        sys.modules.update(self.modules)
+        try:
+            return fn()
+        finally:
+            for name in [n for n in sys.modules if n == "ragwatch" or n.startswith("ragwatch.")]:
+                del sys.modules[name]
+            sys.modules.update(ours)
 
 
 def make_chain(retriever: BaseRetriever | None = None) -> Any:
@@ -355,9 +375,11 @@ def rerank_variants(copies: list[Copy]) -> list[Variant]:
     return variants
 
 
-def auto_variants() -> list[Variant]:
-    """``ragwatch.instrument(rw)``, this checkout only (another copy's lazy imports would find ours). Each
-    instrumented batch turns the hooks on and off again; the checks make sure they record while on."""
+def auto_variants(copies: list[Copy]) -> list[Variant]:
+    """``ragwatch.instrument(rw)`` of each copy (another checkout's with its own modules swapped in while its
+    hooks go on and off, see :meth:`Copy.call`). Each instrumented batch turns the hooks on and off again;
+    the checks make sure they record while on. The handler row runs the same chain with this checkout's
+    handler in ``config``: what ``instrument`` adds over it is the ``embed`` stage."""
     from langchain_core.embeddings import DeterministicFakeEmbedding
 
     embedder = DeterministicFakeEmbedding(size=64)
@@ -373,33 +395,49 @@ def auto_variants() -> list[Variant]:
         embedder.embed_query("How much for hotels?")
         return ANSWER
 
+    def chain_request() -> str:
+        return chain.invoke("How much for hotels?")  # type: ignore[no-any-return]
+
+    handler = {"callbacks": [copies[0].langchain.RagwatchCallbackHandler(watch(False))]}
+    chains = [
+        Variant("auto-instrumented chain (embeds the query), bare", "auto", chain_request, baseline=True),
+        Variant(
+            "+ RagwatchCallbackHandler in config (no embed stage)",
+            "auto",
+            lambda: chain.invoke("How much for hotels?", config=handler),
+        ),
+    ]
+    embeds = [Variant("embed_query, bare", "auto-embed", embed, baseline=True)]
+    for c in copies:
+        on, off = _switch(c)
+        name = f"+ ragwatch.instrument(rw), metrics only{c.suffix}"
+        chains.append(Variant(name, "auto", chain_request, enter=on, leave=off))
+        embeds.append(Variant(name, "auto-embed", embed, enter=on, leave=off))
+    return chains + embeds
+
+
+def _switch(c: Copy) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Turn ``c``'s ``ragwatch.instrument`` on and off, untimed, for one ``rw`` of its own; off checks that
+    the batch recorded embed stages (a variant that records nothing would look fast)."""
     registry = CollectorRegistry()
-    rw = ragwatch.RagWatch("bench", registry=registry, tracing=False, sampling=False, degraded_mode=False)
-    embeds = [0.0]
+    rw = c.package.RagWatch("bench", registry=registry, tracing=False, sampling=False, degraded_mode=False)
+    seen = [0.0]
 
     def embedded() -> float:
         labels = {"service": "bench", "stage": "embed", "outcome": "ok"}
         return registry.get_sample_value("ragwatch_stage_duration_seconds_count", labels) or 0.0
 
     def on() -> None:
-        if "langchain" not in ragwatch.instrument(rw):
-            raise SystemExit("ragwatch.instrument(rw) did not instrument LangChain")
-        embeds[0] = embedded()
+        if "langchain" not in c.call(lambda: c.package.instrument(rw)):
+            raise SystemExit(f"ragwatch.instrument(rw){c.suffix} did not instrument LangChain")
+        seen[0] = embedded()
 
     def off() -> None:
-        ragwatch.uninstrument(rw)
-        if embedded() <= embeds[0]:  # a variant that records nothing would look fast
-            raise SystemExit("an instrumented batch recorded no embed stage")
+        c.call(lambda: c.package.uninstrument(rw))
+        if embedded() <= seen[0]:
+            raise SystemExit(f"an instrumented batch{c.suffix} recorded no embed stage")
 
-    def chain_request() -> str:
-        return chain.invoke("How much for hotels?")  # type: ignore[no-any-return]
-
-    return [
-        Variant("auto-instrumented chain (embeds the query), bare", "auto", chain_request, baseline=True),
-        Variant("+ ragwatch.instrument(rw), metrics only", "auto", chain_request, enter=on, leave=off),
-        Variant("embed_query, bare", "auto-embed", embed, baseline=True),
-        Variant("+ ragwatch.instrument(rw), metrics only", "auto-embed", embed, enter=on, leave=off),
-    ]
+    return on, off
 
 
 def decorator_variants(copies: list[Copy]) -> list[Variant]:
@@ -448,14 +486,18 @@ def import_copy(checkout: Path) -> Copy:
     try:
         package = importlib.import_module("ragwatch")
         langchain = importlib.import_module("ragwatch.integrations.langchain")
+        for name in ("ragwatch.integrations.openai", "ragwatch.integrations.llamaindex"):  # what instrument() loads
+            with contextlib.suppress(ImportError):  # its framework is not installed: instrument() skips it too
+                importlib.import_module(name)
         if not Path(package.__file__).resolve().is_relative_to(checkout.resolve()):
             raise SystemExit(f"--compare {checkout}: imported {package.__file__} instead")
     finally:
         sys.path.remove(str(checkout.resolve()))
+        modules = {}
         for name in [n for n in sys.modules if n == "ragwatch" or n.startswith("ragwatch.")]:
-            del sys.modules[name]
+            modules[name] = sys.modules.pop(name)
         sys.modules.update(saved)
-    return Copy(f" ({checkout.resolve().name})", package, langchain)
+    return Copy(f" ({checkout.resolve().name})", package, langchain, modules)
 
 
 def measure(variants: list[Variant], requests: int, batch: int, warmup: int) -> float:
@@ -506,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + rerank_variants(copies)
         + otel_variants()
         + decorator_variants(copies)
-        + auto_variants()
+        + auto_variants(copies)
     )
     for v in variants:
         v.enter()

@@ -1,8 +1,9 @@
 """LangChain embedding classes are the ``embed`` stage under ``ragwatch.instrument`` (issue 30, item 7): they
 send no callbacks, so their ``embed_query`` / ``embed_documents`` (and async forms) are watched — on classes
 installed before ``instrument`` and defined after it — once per call (a subclass calling its parent, the
-openai SDK call inside ``OpenAIEmbeddings``), their tokens estimated and priced; ``uninstrument`` restores
-the originals."""
+openai SDK call inside ``OpenAIEmbeddings``), their tokens priced: the count the provider billed when the
+instrumented SDK call inside reports one, else estimated from the texts; ``uninstrument`` restores the
+originals."""
 
 from __future__ import annotations
 
@@ -101,20 +102,27 @@ def test_a_class_defined_after_instrument_counts_once_and_is_priced(
     assert cost == pytest.approx(expected_cost(MODEL, used, 0))
 
 
-def test_openai_embeddings_count_once_with_the_sdk_instrumented(
+def openai_embeddings(url: str, **options: Any) -> OpenAIEmbeddings:
+    return OpenAIEmbeddings(
+        model=MODEL,
+        base_url=url,
+        api_key="test",
+        max_retries=0,
+        check_embedding_ctx_length=False,  # else it tokenizes with tiktoken, which downloads its tables
+        **options,
+    )
+
+
+def test_openai_embeddings_record_the_billed_tokens_once(
     watched: ragwatch.RagWatch, registry: CollectorRegistry, spans: Spans
 ) -> None:
+    """The server's ``usage.prompt_tokens`` is the count recorded and priced — not an estimate from the
+    texts — and each LangChain call is one ``embed`` stage, though the instrumented SDK call runs inside it
+    (before: the texts' estimate, ``reported`` 0)."""
     with OpenAIStub() as stub:
-        stub.script(embedding_reply(2, input_tokens=12, model=MODEL), embedding_reply(1, input_tokens=5, model=MODEL))
+        stub.script(embedding_reply(2, input_tokens=12, model=MODEL), embedding_reply(1, input_tokens=9, model=MODEL))
         aclient = openai.AsyncOpenAI(api_key="test", base_url=stub.url, max_retries=0)
-        embeddings = OpenAIEmbeddings(
-            model=MODEL,
-            base_url=stub.url,
-            api_key="test",
-            max_retries=0,
-            check_embedding_ctx_length=False,  # else it tokenizes with tiktoken, which downloads its tables
-            async_client=aclient.embeddings,
-        )
+        embeddings = openai_embeddings(stub.url, async_client=aclient.embeddings)
         vectors = embeddings.embed_documents(["hotel policy", "taxi policy"])
 
         async def ask() -> list[float]:
@@ -128,11 +136,41 @@ def test_openai_embeddings_count_once_with_the_sdk_instrumented(
     assert vectors == [[0.1, 0.2, 0.3], [pytest.approx(0.2), 0.2, 0.3]] and query == [0.1, 0.2, 0.3]
 
     assert stage_count(registry, "embed") == 2  # not 4: the SDK call inside is the same call
-    assert len(embedding_spans(spans)) == 2
-    used = estimate_tokens("hotel policy") + estimate_tokens("taxi policy") + estimate_tokens("How much for hotels?")
-    assert tokens(registry, MODEL) == used and tokens(registry, MODEL, "reported") == 0
-    cost = sample(registry, "ragwatch_cost_usd_total", service="svc", model=MODEL, source="estimated")
-    assert cost == pytest.approx(expected_cost(MODEL, used, 0))
+    assert sorted(s.attributes["gen_ai.usage.input_tokens"] for s in embedding_spans(spans)) == [9, 12]
+    assert tokens(registry, MODEL, "reported") == 12 + 9 and tokens(registry, MODEL) == 0
+    cost = sample(registry, "ragwatch_cost_usd_total", service="svc", model=MODEL, source="reported")
+    assert cost == pytest.approx(expected_cost(MODEL, 12 + 9, 0))
+    assert sample(registry, "ragwatch_cost_usd_total", service="svc", model=MODEL, source="estimated") == 0
+
+
+def test_texts_split_over_several_requests_are_one_call_with_their_summed_tokens(
+    watched: ragwatch.RagWatch, registry: CollectorRegistry
+) -> None:
+    with OpenAIStub() as stub:
+        stub.script(*(embedding_reply(1, input_tokens=n, model=MODEL) for n in (3, 4, 6)))
+        vectors = openai_embeddings(stub.url, chunk_size=1).embed_documents(["hotel", "taxi", "meals policy"])
+    assert len(stub.requests) == 3 and len(vectors) == 3
+    assert stage_count(registry, "embed") == 1
+    assert tokens(registry, MODEL, "reported") == 3 + 4 + 6 and tokens(registry, MODEL) == 0
+
+
+def test_a_provider_that_reports_no_usage_is_estimated(watched: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    with OpenAIStub() as stub:
+        stub.script(embedding_reply(2, input_tokens=None, model=MODEL))
+        openai_embeddings(stub.url).embed_documents(["hotel policy", "taxi policy"])
+    assert stage_count(registry, "embed") == 1
+    assert tokens(registry, MODEL) == estimate_tokens("hotel policy") + estimate_tokens("taxi policy")
+    assert tokens(registry, MODEL, "reported") == 0
+
+
+def test_the_sdk_on_its_own_still_records_its_calls(watched: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    """Outside a LangChain call the instrumented SDK is the embed stage itself, billed from its response."""
+    with OpenAIStub() as stub:
+        stub.script(embedding_reply(1, input_tokens=7, model=MODEL))
+        client = openai.OpenAI(api_key="test", base_url=stub.url, max_retries=0)
+        client.embeddings.create(model=MODEL, input="hotel policy")
+    assert stage_count(registry, "embed") == 1
+    assert tokens(registry, MODEL, "reported") == 7 and tokens(registry, MODEL) == 0
 
 
 def test_an_embedding_class_ragwatch_cannot_read_still_embeds(

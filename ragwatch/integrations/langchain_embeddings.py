@@ -6,18 +6,21 @@ the bill. :func:`watch` replaces those methods, where a class defines them, on e
 ``langchain_core.embeddings.Embeddings`` (and on the base's own async defaults) and, through an
 ``__init_subclass__`` hook on the base, on every subclass defined later; :func:`unwatch` puts all of it back.
 
-Each call is one :class:`~ragwatch.capture.calls.EmbedCall`: its latency, the texts' tokens (LangChain returns
-bare vectors, so they are estimated from the texts) priced for the class's ``model`` when it has one. A call
-is counted once: while a watched method runs, it is the open framework call (``enter_framework_call``), so a
-subclass calling its parent, ``embed_query`` calling ``embed_documents``, the base's ``aembed_*`` running the
-sync method in an executor, or the openai SDK call inside ``OpenAIEmbeddings`` (instrumented too) go straight
-through. The host's vectors are returned untouched; our bookkeeping fails open like every decorator.
+Each call is one :class:`~ragwatch.capture.calls.EmbedCall`: its latency and its tokens, priced for the
+class's ``model`` when it has one. LangChain returns bare vectors, so the tokens are the ones the instrumented
+openai SDK call inside reports (``OpenAIEmbeddings``: :mod:`ragwatch.integrations.openai` adds them to this
+call), else estimated from the texts. A call is counted once: while a watched method runs, it is the open
+framework call (``enter_framework_call``), so a subclass calling its parent, ``embed_query`` calling
+``embed_documents``, the base's ``aembed_*`` running the sync method in an executor, or the openai SDK call
+inside ``OpenAIEmbeddings`` (instrumented too) go straight through. The host's vectors are returned untouched;
+our bookkeeping fails open like every decorator.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,9 @@ __all__ = ["EmbeddingsPatch", "unwatch", "watch"]
 
 _METHODS = ("embed_documents", "embed_query", "aembed_documents", "aembed_query")
 _MARK = "_ragwatch_original"
+_MODEL_ATTRIBUTES = ("model", "model_name")
+#: class -> which of ``_MODEL_ATTRIBUTES`` it (or a base) defines at class level; weak: classes come and go
+_CLASS_ATTRIBUTES: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
 class EmbeddingsPatch:
@@ -151,8 +157,20 @@ def _begin(rw: RagWatch, args: tuple, kwargs: dict) -> EmbedCall:
 
 
 def _model_of(embeddings: Any) -> str | None:
-    for name in ("model", "model_name"):
-        value = getattr(embeddings, name, None)
+    """The instance's ``model`` (or ``model_name``). A pydantic field's value sits in the instance's
+    ``__dict__``; a class attribute or property (which may raise: counted by the stage's guard) is read
+    only when a class defines one. Asking a pydantic model for an attribute it lacks builds an
+    ``AttributeError`` in its Python ``__getattr__`` — twice per call for a class with neither name
+    (``DeterministicFakeEmbedding``), which cost more than the rest of the stage."""
+    cls = type(embeddings)
+    on_class = _CLASS_ATTRIBUTES.get(cls)
+    if on_class is None:
+        on_class = _CLASS_ATTRIBUTES[cls] = tuple(
+            name for name in _MODEL_ATTRIBUTES if any(name in vars(c) for c in cls.__mro__)
+        )
+    fields = getattr(embeddings, "__dict__", None) or {}
+    for name in _MODEL_ATTRIBUTES:
+        value = getattr(embeddings, name, None) if name in on_class else fields.get(name)
         if isinstance(value, str) and value:
             return value
     return None

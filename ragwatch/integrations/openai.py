@@ -27,6 +27,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from ragwatch.capture.calls import EmbedCall, GenerateCall
+from ragwatch.capture.responses import read_embedding
 from ragwatch.capture.run import framework_call
 
 if TYPE_CHECKING:
@@ -107,7 +108,10 @@ def uninstrument_sdk(replaced: list[tuple[type, str]]) -> None:
 def _watched(rw: RagWatch, method: Any, kind: str, provider: str, is_async: bool) -> Any:
     target = _awaiting(method) if is_async else method
     decorate = rw.llm(provider=provider) if kind == _LLM else rw.embedder(provider=provider)
-    watched = _deferring(rw, method, decorate(target), GenerateCall if kind == _LLM else EmbedCall)
+    if kind == _LLM:
+        watched = _deferring(rw, method, decorate(target), GenerateCall)
+    else:
+        watched = _deferring_embedding(rw, method, decorate(target), is_async)
     setattr(watched, _MARK, method)
     return watched
 
@@ -125,6 +129,48 @@ def _deferring(rw: RagWatch, method: Any, watched: Any, kind: type) -> Any:
         return watched(*args, **kwargs)
 
     return call
+
+
+def _deferring_embedding(rw: RagWatch, method: Any, watched: Any, is_async: bool) -> Any:
+    """Like :func:`_deferring`, for ``embeddings.create``: inside a framework's embedding call (a watched
+    LangChain ``Embeddings``, which returns bare vectors) the SDK call goes straight through, and the usage
+    its response reports is added to that call — the embed stage is still recorded once, with the billed
+    token count instead of an estimate (summed when the framework splits its texts over several requests)."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        outer = framework_call(rw, EmbedCall)
+        if outer is None:
+            return watched(*args, **kwargs)
+        result = method(*args, **kwargs)
+        if is_async:
+            return _credit_later(rw, outer, result)
+        _credit(rw, outer, result)
+        return result
+
+    return call
+
+
+async def _credit_later(rw: RagWatch, outer: EmbedCall, pending: Any) -> Any:
+    result = await pending
+    _credit(rw, outer, result)
+    return result
+
+
+def _credit(rw: RagWatch, outer: EmbedCall, response: Any) -> None:
+    """Add the tokens ``response`` reports (and the model that answered) to the framework's open call."""
+    try:
+        usage, model = read_embedding(response)
+        if usage is None:
+            return
+        if outer.usage is None:
+            outer.usage = usage
+        else:
+            outer.usage.input_tokens += usage.input_tokens
+        if model:
+            outer.model = model
+    except Exception as exc:  # a response we cannot read: the framework's call keeps its estimate
+        rw.guard.failed("response", exc)
 
 
 def uninstrument(client: Any) -> Any:

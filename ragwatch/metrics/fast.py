@@ -30,6 +30,7 @@ import time
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import compress
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -69,17 +70,23 @@ def _new_slot(width: int) -> int:
 
 
 def _retire_dead() -> None:
-    """Fold the numbers of ended threads into ``_retired``; call with ``_lock`` held."""
+    """Fold the numbers of ended threads into ``_retired``; call with ``_lock`` held.
+
+    A thread's cell list is as long as the highest slot it touched, which grows with every family, child and
+    model in the process; ``compress`` finds the few cells it filled in C (a cell is a non-empty list, None
+    an untouched slot), so folding a thread costs what it recorded, not the process's slot count. LangChain
+    starts new threads for every chain invocation, each folded by the next."""
     alive = []
     for thread, cells in _shards:
         if thread.is_alive():
             alive.append((thread, cells))
             continue
-        for slot, cell in enumerate(cells):
-            if cell is None:
+        if len(_retired) < len(cells):
+            _retired.extend([None] * (len(cells) - len(_retired)))
+        for slot in compress(range(len(cells)), cells):
+            cell = cells[slot]
+            if cell is None:  # never (compress kept the filled cells): for the type checker
                 continue
-            while len(_retired) <= slot:
-                _retired.append(None)
             into = _retired[slot]
             if into is None:
                 _retired[slot] = list(cell)
