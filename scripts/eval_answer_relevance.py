@@ -11,7 +11,8 @@ How the set is built (every question of the sources below, deduplicated on quest
 question with the context it was asked with — the chunks the judge sees, whatever answer it is paired with:
 
 * **sources** — the faithful answers of ``faithfulness/rgb_zh_en_dev.jsonl`` (short answers, English and
-  Chinese; context: the row's retrieved snippets), the faithful QA answers of
+  Chinese; context: the row's retrieved snippets; an answer stored as a list of spellings is read as its
+  first), the faithful QA answers of
   ``faithfulness/ragtruth_dev.jsonl`` (long English answers; context: the row's passages) and the relevant
   sentences of ``relevance/wikiqa_dev.jsonl`` (one Wikipedia sentence answering the question; context: the
   question's Wikipedia sentences in document order, one chunk);
@@ -49,6 +50,7 @@ what grounding moved) and the coverage heuristic (or, with ``--judge embedding``
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -91,6 +93,19 @@ def legacy_answer_relevance(question: str, answer: str, n_claims: int, share_ref
     return round(min(1.0, (1 - share_refusal) * base + share_refusal * 0.2), 4)
 
 
+def first_spelling(answer: str) -> str:
+    """RGB stores some answers as a list of the value's spellings (``"['July 21 2017', 'Jul 21, 2017', …]"``);
+    an answer a service gives is one of them, so the first is the answer read here (anything else unchanged)."""
+    if answer.startswith("[") and answer.endswith("]"):
+        try:
+            spellings = ast.literal_eval(answer)
+        except (ValueError, SyntaxError):
+            return answer
+        if isinstance(spellings, list) and spellings and all(isinstance(x, str) for x in spellings):
+            return spellings[0]
+    return answer
+
+
 def sources(data: Path) -> list[dict[str, Any]]:
     """(source, language, question, answer, context) of every relevant pair, deduplicated; the context is the
     list of chunk texts the question was asked with."""
@@ -107,7 +122,7 @@ def sources(data: Path) -> list[dict[str, Any]]:
 
     for row in kit.read_jsonl(data / "faithfulness/rgb_zh_en_dev.jsonl"):
         if not row["label_hallucinated"]:
-            add("rgb", row["language"], row["question"], row["answer"], list(row["contexts"]))
+            add("rgb", row["language"], row["question"], first_spelling(row["answer"]), list(row["contexts"]))
     for row in kit.read_jsonl(data / "faithfulness/ragtruth_dev.jsonl"):
         if row["task_type"] == "QA" and not row["label_hallucinated"]:
             add("ragtruth", row["language"], row["question"], row["answer"], list(row["contexts"]))
