@@ -157,10 +157,13 @@ class _Tracker:
             name = model if isinstance(model, str) else None
             call, _ = self._step(event.span_id, lambda: EmbedCall(self.rw, name))
             self._calls[event.span_id] = (call, None)
+            # an openai SDK call the embedding class makes is this call: it adds its billed tokens, no stage
+            enter_framework_call(call)
         elif kind is EmbeddingEndEvent:
             entry = self._calls.pop(event.span_id, None)
             if entry is not None and type(entry[0]) is EmbedCall:
-                entry[0].inputs = list(event.chunks or ())  # no usage in the event: estimated from the texts
+                # no usage in the event: estimated from the texts unless an SDK call inside reported it
+                entry[0].inputs = list(event.chunks or ())
                 entry[0].finish(None, None)
         elif kind is LLMChatStartEvent or kind is LLMCompletionStartEvent:
             self._llm_start(event)

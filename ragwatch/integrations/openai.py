@@ -133,7 +133,8 @@ def _deferring(rw: RagWatch, method: Any, watched: Any, kind: type) -> Any:
 
 def _deferring_embedding(rw: RagWatch, method: Any, watched: Any, is_async: bool) -> Any:
     """Like :func:`_deferring`, for ``embeddings.create``: inside a framework's embedding call (a watched
-    LangChain ``Embeddings``, which returns bare vectors) the SDK call goes straight through, and the usage
+    LangChain ``Embeddings``, which returns bare vectors, or a LlamaIndex embedding event, which carries no
+    usage) the SDK call goes straight through, and the usage
     its response reports is added to that call — the embed stage is still recorded once, with the billed
     token count instead of an estimate (summed when the framework splits its texts over several requests)."""
 
