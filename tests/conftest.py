@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +24,11 @@ from ragwatch.queue.producer import Producer
 from ragwatch.sampling.sample import Sample, SampleChunk
 from tests.openai_stub import OpenAIStub
 from tests.servers import RedisServer
+
+# LlamaIndex's OpenAILike class needs openai<3: its module runs in a venv of its own (scripts/test.sh, phase
+# "openai-like test", which sets LLAMAINDEX_OPENAI_VENV=1), never in this one — not collected, not skipped
+if os.environ.get("LLAMAINDEX_OPENAI_VENV") != "1":
+    collect_ignore = ["test_llamaindex_openai_like.py"]
 
 
 class Spans:
