@@ -5,7 +5,9 @@ and so on) and none is imported by ``import ragwatch``:
 
 - :mod:`ragwatch.integrations.langchain` — a callback handler for LangChain chains, retrievers, chat models
   (and :mod:`~ragwatch.integrations.langchain_embeddings`: its ``Embeddings`` classes, which send no callbacks);
-- :mod:`ragwatch.integrations.llamaindex` — an event handler for llama-index-core's instrumentation dispatcher;
+- :mod:`ragwatch.integrations.llamaindex` — an event handler for llama-index-core's instrumentation dispatcher
+  (with :mod:`~ragwatch.integrations.llamaindex_runs`, chat turns and agent runs, and
+  :mod:`~ragwatch.integrations.llamaindex_streams`, streamed answers dropped unread);
 - :mod:`ragwatch.integrations.openai` — ``instrument(client, rw)`` for ``OpenAI`` / ``AsyncOpenAI`` clients;
 - :mod:`ragwatch.integrations.otel` — a span processor reading spans other instrumentations already emit.
 

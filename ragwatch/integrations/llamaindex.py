@@ -12,9 +12,11 @@ usage the provider reported in ``response.raw`` (estimated when there is none, a
 
 A query's run is made current while the query runs (so ragwatch decorators inside it join the run). A
 streaming query calls its LLM only as the host reads ``response.response_gen``, after the query returned:
-that generator is handed back proxied, so the run is current around each step and ends when it is drained. Inside a
-watched pipeline or an ASGI middleware run, queries join that run. A query that raises is seen by the
-span handler (the dispatcher reports no end event then) and recorded as an error.
+that generator is handed back proxied, so the run is current around each step and ends when it is drained —
+or, dropped unread or half read, when the proxy is collected (a ``cancelled`` run, its open generation ended
+and forgotten: :mod:`~ragwatch.integrations.llamaindex_streams`). Inside a watched pipeline or an ASGI
+middleware run, queries join that run. A query that raises is seen by the span handler (the dispatcher
+reports no end event then) and recorded as an error.
 
 Chat engine turns (``chat``, ``achat``, ``stream_chat``, ``astream_chat``) and agent runs (``FunctionAgent``,
 ``AgentWorkflow``) send no query events: the span handler opens their run from their dispatcher span (the
@@ -35,6 +37,7 @@ from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.embedding import EmbeddingEndEvent, EmbeddingStartEvent
+from llama_index.core.instrumentation.events.exception import ExceptionEvent
 from llama_index.core.instrumentation.events.llm import (
     LLMChatEndEvent,
     LLMChatInProgressEvent,
@@ -54,8 +57,8 @@ from ragwatch.capture.calls import Call, EmbedCall, GenerateCall, PipelineCall, 
 from ragwatch.capture.record import gather_retrieved, is_stream, record_rerank
 from ragwatch.capture.responses import extract_model, extract_usage
 from ragwatch.capture.run import _RUN, enter_framework_call
-from ragwatch.capture.streams import proxy_stream
 from ragwatch.integrations.llamaindex_runs import conversation_kind, final_text, method_of, question_of, tool_of
+from ragwatch.integrations.llamaindex_streams import follow
 
 if TYPE_CHECKING:
     from ragwatch.capture.watch import RagWatch
@@ -174,6 +177,9 @@ class _Tracker:
                 entry[0].on_item({"delta": delta})  # the answer from its deltas, and the time to the first
         elif kind is LLMChatEndEvent or kind is LLMCompletionEndEvent:
             self._llm_end(event)
+        elif kind is ExceptionEvent:
+            # a streamed LLM call's generator raised or was closed (GeneratorExit): no end event will come
+            self._step_failed(event.span_id, event.exception)
 
     def synthesizing(self, nodes: list[Any]) -> None:
         """A response synthesizer was handed ``nodes`` — what the LLM will see. When node postprocessors
@@ -194,11 +200,32 @@ class _Tracker:
         if span_id in self._queries:
             self._query_end(span_id, None, err or RuntimeError("query dropped"))
             return
+        self._step_failed(span_id, err)
+
+    def abandoned(self, call: PipelineCall) -> None:
+        """The proxy of ``call``'s streamed answer was collected: if the host dropped it before the end, its
+        run ends as ``cancelled`` (``GeneratorExit``, as a stream closed early), after the generation still
+        open in it, which is forgotten. A no-op for a stream read to its end. Runs in whichever thread
+        dropped the answer, so it never raises."""
+        try:
+            run = call.run
+            if run is None:
+                return
+            stopped = GeneratorExit()
+            for span_id, (step, _) in list(self._calls.items()):
+                if step.run is run:
+                    self._step_failed(span_id, stopped)
+            call.finish(None, stopped)
+        except Exception as exc:
+            self.rw.guard.failed("capture", exc)
+
+    def _step_failed(self, span_id: str, err: BaseException | None) -> None:
+        """A step ended with ``err`` instead of its end event: record it so, and forget it."""
         entry = self._calls.pop(span_id, None)
         if entry is not None:
             self._not_generating(span_id)
             entry[0].finish(None, err)
-            self._release(entry[1])
+            self._release(entry[1], err)
 
     def _not_generating(self, span_id: str) -> None:
         for llm, calls in list(self._generating.items()):
@@ -260,7 +287,7 @@ class _Tracker:
         if conversation is None:
             return
         if conversation.root != span_id:
-            if err is None and "synthesize-" in span_id and _follow_stream(result, conversation.call):
+            if err is None and "synthesize-" in span_id and self._follow_stream(result, conversation.call):
                 conversation.streamed = True
             return
         conversation.ended = True
@@ -296,8 +323,9 @@ class _Tracker:
         gen = getattr(response, "response_gen", None)
         if gen is not None and is_stream(gen):
             # A streaming response: the LLM is called only as the host reads it, after the query returned.
-            # Its generator, proxied, makes the run current around each step and ends the run when drained.
-            response.response_gen = proxy_stream(gen, query.call)
+            # Its generator, proxied, makes the run current around each step and ends the run when drained
+            # (or, dropped before that, when collected).
+            response.response_gen = follow(gen, query.call, self)
             return
         answer = getattr(response, "response", None)
         query.answer = answer if isinstance(answer, str) else None
@@ -366,12 +394,29 @@ class _Tracker:
                 return query
         return None
 
-    def _release(self, query: _Query | None) -> None:
+    def _release(self, query: _Query | None, err: BaseException | None = None) -> None:
+        """One generation of ``query`` is over (``err``: it failed); a streamed answer's query returned
+        before its generation, so the last one to end finishes it, with the generation's error if any."""
         if query is None:
             return
         query.open -= 1
-        if query.ended and query.open <= 0:  # a streamed answer: the query returned before its generation
-            self._finish(query)
+        if query.ended and query.open <= 0:
+            if err is None:
+                self._finish(query)
+            else:
+                query.call.finish(None, err)
+
+    def _follow_stream(self, response: Any, call: PipelineCall) -> bool:
+        """A streamed chat turn: its synthesizer returned a ``StreamingResponse`` whose LLM is called only as
+        the answer is read — after the chat engine returned, in the thread or task writing the chat
+        history, where no context of the turn is left. Its ``response_gen``, proxied before the chat engine
+        wraps it, makes the run current around each step and ends the run when drained, or when collected
+        unread (a history writer cancelled before it started), as a streamed query's does."""
+        stream = getattr(response, "response_gen", None)
+        if stream is None or not is_stream(stream):
+            return False
+        response.response_gen = follow(stream, call, self)
+        return True
 
     def _step(self, span_id: str, make: Any) -> tuple[Any, _Query | None]:
         """A step's call (``make()``), in the current run; outside one, in the chat turn or agent run its
@@ -409,19 +454,6 @@ _DELEGATES: dict[str, frozenset[str]] = {
     "astream_chat": frozenset({"stream_chat", "stream_complete"}),
     "astream_complete": frozenset({"stream_complete"}),
 }
-
-
-def _follow_stream(response: Any, call: PipelineCall) -> bool:
-    """A streamed chat turn: its synthesizer returned a ``StreamingResponse`` whose LLM is called only as
-    the host reads the answer — after the chat engine returned, in the thread or task writing the chat
-    history, where no context of the turn is left. Its ``response_gen``, proxied before the chat engine
-    wraps it, makes the run current around each step and ends the run when drained (as a streamed
-    query's does)."""
-    stream = getattr(response, "response_gen", None)
-    if stream is None or not is_stream(stream):
-        return False
-    response.response_gen = proxy_stream(stream, call)
-    return True
 
 
 def _node_ids(nodes: Any) -> list[tuple[Any, Any]]:
