@@ -17,8 +17,11 @@ plus a verdict line per target:
    default redaction patterns, once with ``redact=()``, once with redaction and a distinct text for every
    chunk of every run (no chunk is redacted from the cache: the worst case for a service whose chunks never
    repeat), plus ``queue.add`` of pre-encoded samples alone (the Redis write without the build). And once
-   with ``content_off`` on Redis, where the flusher also judges every run with the default offline judge
-   (50x fewer runs): its CPU per sampled request, as a ratio to the plain build's.
+   with ``content_off`` on Redis, where the service also judges every run with the default offline judge
+   (50x fewer runs) on its judging threads, the flusher handing each run over: its CPU per sampled request
+   (all threads of the process), as a ratio to the plain build's. The runs are offered in chunks the judging
+   queue holds, each followed by ``flush()`` (which waits for the judgements), so every one is judged — a
+   larger burst would send its overflow unscored — and the row checks in Redis that none went unscored.
 3. **Worker throughput** (target ≥ 5,000 samples/s per core). The stream is pre-filled with encoded samples,
    then ``Worker(queue, [judge], concurrency=1, batch=256, block_ms=50).work(burst=True)`` runs in this
    process until the stream is drained. Judges: ``TrivialJudge``; a no-op judge (the queue overhead alone:
@@ -74,6 +77,7 @@ from ragwatch.metrics.catalog import SAMPLES_DROPPED, SAMPLES_SENT, SAMPLING_DEC
 from ragwatch.queue.contract import Queue
 from ragwatch.queue.factory import open_queue
 from ragwatch.queue.keys import Keys
+from ragwatch.queue.redis import FIELD
 from ragwatch.sampling.redact import Redactor
 from ragwatch.sampling.sample import Limits, Sample, build_sample, encode_sample
 from ragwatch.scoring.judges import TrivialJudge, Verdict
@@ -443,8 +447,9 @@ def _enqueue_cost(
 def flusher_throughput(
     server: RedisServer, n: int, redact: bool, distinct: bool = False, judged: bool = False
 ) -> dict[str, Any]:
-    """``judged``: ``content_off`` on Redis, where the flusher also judges each run with the default offline
-    judge before sending it textless with its scores (``scoring.embedded.PreScorer``), budget lifted."""
+    """``judged``: ``content_off`` on Redis, where the service also judges each run with the default offline
+    judge before sending it textless with its scores (``scoring.embedded.PreScorer``: the flusher hands the
+    run to its judging threads), budget lifted; offered in chunks its judging queue holds, so all are judged."""
     name = "redaction on" if redact else "redaction off (redact=())"
     service = "bench-flush-redact" if redact else "bench-flush-plain"
     if distinct:
@@ -459,7 +464,10 @@ def flusher_throughput(
         producer = rw.producer
         assert producer is not None
         build = producer._build  # the function RagWatch built: build_sample + encode_sample, redactor on or off
-        sizes = [len(build(run, "rate")) for run in make_runs(20 if judged else 200, service, seed=2)]
+        # judged: the build hands the run to the judging threads, the payload is read back from Redis below
+        sizes = [] if judged else [len(build(run, "rate")) for run in make_runs(200, service, seed=2)]
+        stage = rw._prescorer.stage if judged and rw._prescorer is not None else None
+        chunk = stage.size if stage is not None else n  # no more than the judging queue holds: none unscored
         warm = make_runs(50 if judged else 1_000, service, seed=3)
         for run in warm:  # starts the flusher thread and opens the connection
             producer.offer(run, "rate")
@@ -470,11 +478,20 @@ def flusher_throughput(
         progress(f"[flusher] {name}: offering {n:,} runs, then flush()")
         offer = producer.offer
         with measured(server) as used:
-            for run in runs:
-                offer(run, "rate")
-            done = producer.flush(timeout=600)
+            done = True
+            for start in range(0, n, chunk):
+                for run in runs[start : start + chunk]:
+                    offer(run, "rate")
+                done = producer.flush(timeout=600) and done
         sent = metric(registry, SAMPLES_SENT + "_total", service=service) - len(warm)
     length = redis_call(server, lambda client: client.xlen(Keys(service).samples))
+    if judged:
+        timed = [fields[FIELD.encode()] for _, fields in redis_call(server, lambda c: c.xrange(Keys(service).samples))]
+        timed = timed[-n:]
+        unscored = sum("scores" not in json.loads(payload)["scored"] for payload in timed)
+        if unscored:
+            raise SystemExit(f"flusher: {unscored:,} of {n:,} content_off samples went unscored")
+        sizes = [len(payload) for payload in timed]
     redis_call(server, lambda client: client.flushdb())
     if not done or sent != n or length != n + len(warm):
         raise SystemExit(f"flusher: expected {n:,} samples in the stream; sent={sent:,} stream={length:,} ok={done}")
@@ -706,9 +723,9 @@ def report(
     if judged is not None:
         per, plain = judged["cpu_seconds"] / judged["n"], on["cpu_seconds"] / on["n"]
         print(
-            f"(content_off on Redis: the flusher thread spends {per * 1e3:.1f} ms of CPU per sampled request "
-            f"judging it, {per / plain:,.0f}× the plain build's {plain * 1e6:.0f} µs; the request thread's "
-            "part is the same producer.offer as row 1)"
+            f"(content_off on Redis: the service spends {per * 1e3:.1f} ms of CPU per sampled request "
+            f"judging it on its judging threads, {per / plain:,.0f}× the plain build's {plain * 1e6:.0f} µs; the "
+            "flusher only hands the run over, and the request thread's part is the same producer.offer as row 1)"
         )
     noop = next((r for r in work if r["name"].startswith("no-op")), None)
     if noop is not None:

@@ -2,9 +2,12 @@
 
 Before (issue 29, item 7): samples reached Redis without text, so ``ragwatch worker`` acknowledged them
 unscored — no scores, no windows, no degraded mode for a fleet under GDPR. Now the service judges each
-sampled run on its flusher thread and sends the textless sample with its scores; the worker validates and
-applies them without judging. Real ``redis-server`` (tests/conftest.py), the real ``ragwatch worker``
-command, the real offline judge.
+sampled run and sends the textless sample with its scores; the worker validates and applies them without
+judging. Real ``redis-server`` (tests/conftest.py), the real ``ragwatch worker`` command, the real offline
+judge.
+
+Judging happens on judging threads of the service's own, never on the producer's flusher thread: a slow
+judge (the LLM judge: seconds per call) used to hold back every other sample's send behind each judgement.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +30,10 @@ import ragwatch
 from ragwatch.metrics.catalog import WorkerMetrics, families
 from ragwatch.queue.factory import open_queue
 from ragwatch.queue.keys import Keys
+from ragwatch.queue.producer import RELEASE_GRACE_S
 from ragwatch.queue.redis import FIELD
 from ragwatch.sampling.sample import Sample
+from ragwatch.scoring.embedded import BACKLOG_PER_THREAD
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker
 from tests.conftest import sample as metric
@@ -206,7 +212,7 @@ class Refusing:
         raise AssertionError("a pre-scored sample was judged again")
 
 
-def test_the_service_judges_on_its_flusher_thread_with_its_own_judges_and_the_worker_never_judges(
+def test_the_service_judges_on_its_judging_threads_with_its_own_judges_and_the_worker_never_judges(
     redis_url: str, registry: CollectorRegistry
 ) -> None:
     rw = watch(redis_url, registry, judges=("trivial",))
@@ -227,7 +233,8 @@ def test_the_service_judges_on_its_flusher_thread_with_its_own_judges_and_the_wo
             answer(f"{QUESTION} #{i}")
         assert seen == []  # nothing judged on the request thread, during the request
         assert rw.flush(30)
-        assert seen == ["ragwatch-flusher"] * 4 and request_thread not in seen
+        assert len(seen) == 4 and all(name.startswith("ragwatch-judge-") for name in seen)  # not the flusher
+        assert request_thread not in seen
     finally:
         rw.close(2)
     queue = open_queue(redis_url, SERVICE)
@@ -405,3 +412,195 @@ def test_a_judge_failing_in_the_service_dead_letters_the_sample_by_type_name_onl
     (dead,) = queue.dead_letters(10)
     assert "judge_error in the service: ValueError" in str(dead) and "Zhang" not in every_value(redis_url).decode()
     queue.close()
+
+
+# -- a slow judge: judging never holds back sending --------------------------------------------------------
+#: What one held judgement takes unless the test lets it finish sooner: a slow LLM judge's call.
+DELAY = 3.0
+
+
+class Held:
+    """The service's judge, slowed: each call waits for :attr:`gate` (at most ``delay`` seconds), then
+    judges. :meth:`wait_entered` waits until a call is in flight; :attr:`returned` counts finished calls."""
+
+    def __init__(self, rw: ragwatch.RagWatch, delay: float = DELAY) -> None:
+        assert rw._prescorer is not None
+        judge = rw._prescorer.judges[0]
+        self.original = judge.score
+        self.delay = delay
+        self.gate = threading.Event()
+        self.returned = 0
+        self._entered = threading.Semaphore(0)
+        judge.score = self  # type: ignore[method-assign]
+
+    def __call__(self, sample: Sample) -> Verdict:
+        self._entered.release()
+        self.gate.wait(self.delay)
+        try:
+            return self.original(sample)
+        finally:
+            self.returned += 1
+
+    def wait_entered(self) -> None:
+        assert self._entered.acquire(timeout=15), "no judgement started"
+
+
+def stream_length(redis_url: str) -> int:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return int(client.xlen(Keys(SERVICE).samples))
+    finally:
+        client.close()
+
+
+def apply_all(redis_url: str) -> CollectorRegistry:
+    """A worker that never judges applies everything sent; its registry holds what it counted."""
+    queue = open_queue(redis_url, SERVICE)
+    worker_registry = CollectorRegistry()
+    Worker(queue, [Refusing()], concurrency=0, metrics=families(WorkerMetrics, worker_registry)).work(
+        burst=True, max_seconds=30
+    )
+    assert queue.stats().pending == 0
+    queue.close()
+    return worker_registry
+
+
+def outcome(worker_registry: CollectorRegistry, name: str) -> float:
+    return metric(worker_registry, "ragwatch_worker_entries_total", service=SERVICE, outcome=name)
+
+
+def budget_skips(worker_registry: CollectorRegistry) -> float:
+    return metric(worker_registry, "ragwatch_scoring_skipped_total", service=SERVICE, reason="budget")
+
+
+def test_a_sample_is_sent_promptly_while_a_slow_judgement_is_in_flight(
+    redis_url: str, registry: CollectorRegistry
+) -> None:
+    """Before: the flusher judged, so the unscored sample waited the whole judgement (DELAY) behind it."""
+    rw = watch(redis_url, registry, judges=("trivial",), worker_concurrency=1, scoring_max_per_second=0.001)
+    held = Held(rw)
+    answer = pipeline(rw)
+    try:
+        answer(f"{QUESTION} #0")  # the one token of judging budget: judged, slowly
+        held.wait_entered()
+        answer(f"{QUESTION} #1")  # over the budget: unscored by design, its latency and cost still go
+        waited = wait_for(lambda: stream_length(redis_url) == 1, timeout=DELAY / 2)
+        assert waited < DELAY / 4 and held.returned == 0  # sent while the judgement was still in flight
+        held.gate.set()
+        assert rw.flush(30)
+        assert stream_length(redis_url) == 2 and held.returned == 1
+    finally:
+        held.gate.set()
+        rw.close(2)
+    worker_registry = apply_all(redis_url)
+    assert outcome(worker_registry, "scored") == 1 and budget_skips(worker_registry) == 1
+
+
+def test_a_full_judging_queue_sends_its_overflow_unscored_at_once_marked_budget(
+    redis_url: str, registry: CollectorRegistry
+) -> None:
+    """Before: no judging queue; every sample was judged in turn on the flusher, none sent meanwhile."""
+    rw = watch(redis_url, registry, judges=("trivial",), worker_concurrency=1)
+    assert rw._prescorer is not None
+    stage = rw._prescorer.stage
+    backlog = BACKLOG_PER_THREAD * 1
+    assert (stage.threads, stage.size) == (1, backlog)  # one thread: worker_concurrency
+    held = Held(rw)
+    answer = pipeline(rw)
+    try:
+        answer(f"{QUESTION} #0")
+        held.wait_entered()  # in flight: the queue behind it is empty
+        for i in range(1, 1 + backlog + 3):
+            answer(f"{QUESTION} #{i}")
+        waited = wait_for(lambda: stream_length(redis_url) == 3, timeout=DELAY / 2)  # the overflow, unscored
+        assert waited < DELAY / 4 and held.returned == 0
+        assert stage.pending() == 1 + backlog  # the text-bearing runs held: the one judged and the queue
+        held.gate.set()
+        assert rw.flush(30)
+        assert stream_length(redis_url) == 1 + backlog + 3
+    finally:
+        held.gate.set()
+        rw.close(2)
+    assert stage.pending() == 0
+    worker_registry = apply_all(redis_url)
+    assert outcome(worker_registry, "scored") == 1 + backlog
+    assert budget_skips(worker_registry) == 3  # counted exactly as a sample over the judging budget
+
+
+def test_close_gives_judging_its_timeout_then_sends_the_rest_unscored_and_never_twice(
+    redis_url: str, registry: CollectorRegistry
+) -> None:
+    """Before: close() found the flusher stuck in the judge; the runs behind it were dropped (``shutdown``)."""
+    rw = watch(redis_url, registry, judges=("trivial",), worker_concurrency=1)
+    assert rw._prescorer is not None and rw.producer is not None
+    stage = rw._prescorer.stage
+    held = Held(rw, delay=60)  # a judgement that will not finish in time
+    answer = pipeline(rw)
+    try:
+        answer(f"{QUESTION} #0")
+        held.wait_entered()
+        answer(f"{QUESTION} #1")
+        answer(f"{QUESTION} #2")
+        wait_for(lambda: stage.pending() == 3)  # one in flight, two queued: all handed over by the flusher
+        started = time.monotonic()
+        rw.close(0.5)
+        assert time.monotonic() - started < 0.5 + RELEASE_GRACE_S + 1.0  # not the judge's 60 s
+        assert stream_length(redis_url) == 3  # every run went, unscored
+        assert rw.producer.pending() == 0 and stage.pending() == 0
+        dropped = metric(registry, "ragwatch_samples_dropped_total", service=SERVICE, reason="shutdown")
+        assert dropped == 0
+        held.gate.set()  # the judgement in flight finishes after the release: thrown away, not sent twice
+        wait_for(lambda: held.returned == 1 and not any(t.is_alive() for t in stage._workers))
+        assert stream_length(redis_url) == 3
+    finally:
+        held.gate.set()
+        rw.close(2)
+    worker_registry = apply_all(redis_url)
+    assert outcome(worker_registry, "scored") == 0 and budget_skips(worker_registry) == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_judges_on_judging_threads_of_its_own(redis_url: str, tmp_path: Path) -> None:
+    """A judgement in flight in the parent at fork time: the child starts an empty judging stage, judges its
+    own samples on its own threads, and its flush waits for none of the parent's."""
+    script = tmp_path / "fork.py"
+    script.write_text(
+        f"""
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+from prometheus_client import CollectorRegistry
+from tests.test_content_off_fleet import Held, QUESTION, pipeline, watch
+from tests.conftest import wait_for
+rw = watch({redis_url!r}, CollectorRegistry(), judges=("trivial",), worker_concurrency=1)
+held = Held(rw, delay=60)
+answer = pipeline(rw)
+answer(QUESTION + " parent")
+held.wait_entered()  # the parent's judgement is in flight across the fork
+pid = os.fork()
+if pid == 0:
+    held.gate.set()  # the child's judge runs at once (the parent's judgement has no thread here)
+    assert rw._prescorer.stage.pending() == 0 and rw.producer.pending() == 0
+    answer(QUESTION + " child")
+    ok = rw.flush(20)
+    names = {{t.name for t in __import__("threading").enumerate()}}
+    os._exit(0 if ok and held.returned == 1 and "ragwatch-judge-0" in names else 1)
+_, status = os.waitpid(pid, 0)
+held.gate.set()
+assert rw.flush(20)
+rw.close(2)
+print("child exit", os.waitstatus_to_exitcode(status))
+""",
+        encoding="utf-8",
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "child exit 0" in out.stdout
+    assert stream_length(redis_url) == 2  # the parent's sample and the child's, each once
+    worker_registry = apply_all(redis_url)
+    assert outcome(worker_registry, "scored") == 2

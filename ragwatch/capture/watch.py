@@ -246,8 +246,8 @@ class RagWatch:
         keep_text = s.store_text
         # content_off: no text leaves the process. The in-process queue is the process: its scorer judges the
         # text in memory and stores records without it (Scoring(content=False)). A shared queue gets textless
-        # samples, judged first by this process on its flusher thread (scoring.embedded.PreScorer, loaded
-        # only then: the documented exception of ARCHITECTURE.md).
+        # samples, judged first by this process on judging threads of its own (scoring.embedded.PreScorer,
+        # loaded only then: the documented exception of ARCHITECTURE.md).
         content = not s.content_off or queue.url.lower().startswith("memory:")
         prescorer = None
         if not content and s.scoring != "off":
@@ -273,9 +273,10 @@ class RagWatch:
             batch_size=s.batch_size,
             flush_interval=s.flush_interval,
             close_timeout=s.close_timeout,
+            release=None if prescorer is None else prescorer.stage.release,
         )
-        if prescorer is not None:  # no judging while the flusher lags a batch: its samples go unscored, counted
-            prescorer.behind = lambda: producer.pending() > s.batch_size
+        if prescorer is not None:  # judged off the flusher thread, then sent with the producer's next batch
+            prescorer.stage.deliver = producer.deliver
         decisions = (
             {
                 (sampled, reason): metrics.decisions.labels(self.service, "sampled" if sampled else "skipped", reason)

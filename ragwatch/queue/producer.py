@@ -14,6 +14,12 @@ evict would count a drop whenever the flusher took an entry in between).
 Shutdown flushes with a deadline (registered with :mod:`atexit`), so a dead Redis never hangs the host's
 exit. After ``fork()`` the child starts with an empty buffer and its own flusher: the parent's samples
 remain the parent's to send.
+
+A build may take a run over instead of returning its payload (it returns None): it sends the payload later
+through :meth:`Producer.deliver`, exactly once, from a thread of its own — so slow work on a sample (the
+service judging it under ``content_off``) never holds up sending the others. Such runs still count as
+pending, so :meth:`Producer.flush` waits for them; at :meth:`Producer.close`, after the flush, ``release``
+tells the build to hand over what it still holds at once.
 """
 
 from __future__ import annotations
@@ -36,7 +42,12 @@ __all__ = ["Producer"]
 
 log = logging.getLogger("ragwatch.producer")
 
-Build = Callable[[Run, str], bytes]
+#: A run's payload, or None when the build took the run over and will :meth:`Producer.deliver` it itself.
+Build = Callable[[Run, str], "bytes | None"]
+#: Hand over at once every run a build took over (at close); returns how many it handed over.
+Release = Callable[[], int]
+#: The most :meth:`Producer.close` waits, past its timeout, to send what ``release`` handed over.
+RELEASE_GRACE_S = 1.0
 
 
 class Producer:
@@ -54,9 +65,11 @@ class Producer:
         flush_interval: float = 0.25,
         max_backoff: float = 30.0,
         close_timeout: float = 5.0,
+        release: Release | None = None,
     ) -> None:
         self.queue = queue
         self._build = build
+        self._release = release
         self._guard = guard
         self._size = buffer_size
         self._batch = batch_size
@@ -81,6 +94,10 @@ class Producer:
         """Fresh state: at construction and in a forked child (threads do not survive fork)."""
         self._buffer: deque[tuple[Run, str]] = deque()
         self._retry: list[bytes] = []
+        #: payloads delivered for runs a build took over; at most what it holds, so bounded by it
+        self._ready: deque[bytes] = deque()
+        self._taken = 0  # runs a build took over and has not delivered yet
+        self._taken_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Event()
@@ -171,7 +188,7 @@ class Producer:
                 self._retry = []
                 self._gauge()
         finally:
-            if not self._buffer and not self._retry:
+            if not self._buffer and not self._retry and not self._ready:
                 self._idle.set()
 
     def _keep_unsent(self, exc: Exception) -> None:
@@ -188,6 +205,12 @@ class Producer:
 
     def _next_batch(self) -> list[bytes]:
         payloads: list[bytes] = []
+        ready = self._ready
+        while ready and len(payloads) < self._batch:
+            try:
+                payloads.append(ready.popleft())
+            except IndexError:
+                break
         buffer = self._buffer
         while buffer and len(payloads) < self._batch:
             try:
@@ -195,17 +218,36 @@ class Producer:
             except IndexError:
                 break
             try:
-                payloads.append(self._build(run, reason))
+                payload = self._build(run, reason)
+                if payload is None:  # taken over: delivered later, pending until then (its delivery may
+                    # come first; pending() is one short meanwhile, but flush() waits while this thread works)
+                    with self._taken_lock:
+                        self._taken += 1
+                else:
+                    payloads.append(payload)
             except Exception as exc:
                 if self._m_encode is not None:
                     self._m_encode.inc()
                 self._guard.failed("export", exc, f"could not build a sample, dropped: {type(exc).__name__}")
         return payloads
 
+    # -- a build's own threads ---------------------------------------------------------------------------
+    def deliver(self, payload: bytes | None) -> None:
+        """Send ``payload``, built for a run the build took over; None: it could not be built (dropped,
+        counted as ``encode_error``). Called once per such run, from any thread but the request's."""
+        with self._taken_lock:  # one step for pending(): the run moves from taken to ready
+            self._taken -= 1
+            if payload is not None:
+                self._ready.append(payload)
+        if payload is None and self._m_encode is not None:
+            self._m_encode.inc()
+
     # -- control ----------------------------------------------------------------------------------------
     def pending(self) -> int:
-        """Samples not yet written to the queue."""
-        return len(self._buffer) + len(self._retry)
+        """Samples not yet written to the queue (taken over by the build and not delivered yet included)."""
+        with self._taken_lock:
+            built_elsewhere = self._taken + len(self._ready)
+        return len(self._buffer) + len(self._retry) + built_elsewhere
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything buffered was written (True) or ``timeout`` passed (False)."""
@@ -221,14 +263,20 @@ class Producer:
             time.sleep(0.005)
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush within ``timeout`` (default ``close_timeout``), stop the thread; count what is left as lost."""
+        """Flush within ``timeout`` (default ``close_timeout``), stop the thread; count what is left as lost.
+
+        Runs the build took over get the same ``timeout``; then ``release`` hands over what it still holds,
+        sent unfinished within at most :data:`RELEASE_GRACE_S` more."""
         if self._closed:
             return
         self._closed = True
         timeout = self._close_timeout if timeout is None else timeout
         thread = self._thread
+        done = self.flush(timeout) if thread is not None else True
+        released = self._release_taken()  # also stops the build's threads, whether or not it held any
         if thread is not None:
-            self.flush(timeout)
+            if released and not done:
+                self.flush(min(timeout, RELEASE_GRACE_S))
             self._stop.set()
             self._wake.set()
             thread.join(0.5)
@@ -239,6 +287,18 @@ class Producer:
             log.warning("ragwatch: %d samples not sent before shutdown (queue unreachable)", left)
             self._buffer.clear()
             self._retry = []
+            with self._taken_lock:
+                self._ready.clear()
+                self._taken = 0
+
+    def _release_taken(self) -> int:
+        if self._release is None:
+            return 0
+        try:
+            return self._release()
+        except Exception as exc:  # a bug of ours: what it held stays pending, counted as lost
+            self._guard.failed("export", exc, f"could not release the runs being built: {type(exc).__name__}")
+            return 0
 
     def __repr__(self) -> str:
         return f"<Producer queue={self.queue!r} pending={self.pending()}>"

@@ -14,9 +14,9 @@ window and mode: that is detected and logged once per process, since a fleet tha
 needs the shared windows of Redis and ``ragwatch worker``.
 
 ``content_off`` on a shared queue is the other way a service scores its own samples: no text may leave the
-process, so no worker could judge it. :class:`PreScorer` judges each sampled run on the producer's flusher
-thread and sends the textless sample with its scores; workers apply them without judging, into the same
-shared windows.
+process, so no worker could judge it. :class:`PreScorer` judges each sampled run on judging threads of its
+own (:mod:`ragwatch.scoring.judging`, handed the run by the producer's flusher thread) and sends the textless
+sample with its scores; workers apply them without judging, into the same shared windows.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ragwatch.forks import call_in_child
 from ragwatch.guard import Guard
@@ -38,6 +38,7 @@ from ragwatch.sampling.sample import build_record, build_sample, encode_record
 from ragwatch.scoring.content import not_scored, prescored
 from ragwatch.scoring.diagnosis import Thresholds
 from ragwatch.scoring.judges.budget import JudgeTimeExceeded
+from ragwatch.scoring.judging import JudgingStage
 from ragwatch.scoring.worker import ScoreRecord, Scoring, Worker, not_a_sample
 
 if TYPE_CHECKING:
@@ -106,24 +107,41 @@ def prescores(settings: Settings, queue: Queue) -> bool:
     return settings.content_off and settings.scoring != "off" and not queue.url.lower().startswith("memory:")
 
 
+#: Runs waiting for a judging thread, per thread: a burst within the budget waits, a flood goes unscored.
+BACKLOG_PER_THREAD = 4
+
+
+class _Job(NamedTuple):
+    """A sampled run handed to the judging threads, with the textless record it will be sent as."""
+
+    run: Run
+    reason: str
+    record: dict[str, Any]
+
+
 class PreScorer:
     """``content_off`` on a shared queue: the service judges its own sampled runs before they leave it.
 
     Samples reach Redis without text, so no worker can judge them; the service can, and only it. :meth:`encode`
     is the producer's build function, so it runs on the flusher thread — never the request thread, which still
-    only appends the run to the producer's bounded buffer. For each run it builds the record twice with the
-    same sample id: with its text (redacted and cut like any sample) as a :class:`Sample` for the judges,
-    held in memory only, and without any text for the queue, to which it adds the verdict
-    (:func:`~ragwatch.scoring.content.prescored`: scores, text-free evidence, diagnoses). The judges are the
-    ones the service's settings name, each call capped by ``judge_time_budget_s`` and scored by the same
-    :class:`~ragwatch.scoring.worker.Scoring` core as a worker's; the worker applies the verdict without
-    judging, once per sample id, into the shared windows.
+    only appends the run to the producer's bounded buffer. It builds the textless record there and hands it,
+    with the run, to a :class:`~ragwatch.scoring.judging.JudgingStage`: ``worker_concurrency`` daemon threads
+    and a queue of ``BACKLOG_PER_THREAD`` runs per thread. Judging takes no time of the flusher's, so a slow
+    judge (the LLM judge's HTTP calls take seconds) never holds back the other samples' sending. A judging
+    thread builds the record again with the same sample id, with its text (redacted and cut like any
+    sample), as a :class:`Sample` for the judges, held in memory only, judges it, adds the verdict to the
+    textless record (:func:`~ragwatch.scoring.content.prescored`: scores, text-free evidence, diagnoses) and
+    hands the payload back to the producer. The judges are the ones the service's settings name, each call
+    capped by ``judge_time_budget_s`` and scored by the same :class:`~ragwatch.scoring.worker.Scoring` core
+    as a worker's; the worker applies the verdict without judging, once per sample id, into the shared
+    windows.
 
     Bounded: at most ``scoring_max_per_second`` samples judged per second per process (the in-process
-    scorer's budget), and none while the flusher is more than a batch behind (:attr:`behind`), so a slow
-    judge cannot make the buffer overflow; those samples go unscored, counted by the worker as
-    ``ragwatch_scoring_skipped_total{reason="budget"}``. A judge that runs over its time budget or fails
-    marks the sample so, and the worker dead-letters it, counted (``over_time_budget``, ``dead_lettered``).
+    scorer's budget), and none when the judging queue is full. Those samples go out unscored at once, counted
+    by the worker as ``ragwatch_scoring_skipped_total{reason="budget"}``. So do the runs still waiting or being
+    judged when the producer closes and its ``close_timeout`` has passed. A judge that runs over its time
+    budget or fails marks the sample so, and the worker dead-letters it, counted (``over_time_budget``,
+    ``dead_lettered``).
     """
 
     def __init__(
@@ -144,18 +162,30 @@ class PreScorer:
         self._options = record_options  # build_record's limits, redactors and service_version
         self._guard = guard
         self.admit = Budget(settings.scoring_max_per_second)
-        #: whether the flusher has more than a batch waiting (set by the service once its producer exists)
-        self.behind: Callable[[], bool] = lambda: False
+        threads = settings.worker_concurrency
+        #: where runs wait to be judged; its ``deliver`` is set to the producer's once the producer exists
+        self.stage: JudgingStage[_Job] = JudgingStage(
+            self._judged, self._unjudged, threads=threads, size=BACKLOG_PER_THREAD * threads, guard=guard
+        )
 
-    def encode(self, run: Run, reason: str) -> bytes:
-        """The textless sample record of ``run`` with the service's verdict on it, encoded."""
+    def encode(self, run: Run, reason: str) -> bytes | None:
+        """The textless sample record of ``run`` marked unscored, encoded; or None when the judging stage
+        took it over, to send it with its verdict once judged."""
         record = build_record(run, reason=reason, content=False, **self._options)
-        record["scored"] = self._verdict(run, reason, record["sample_id"])
+        if self.admit() and self.stage.submit(_Job(run, reason, record)):
+            return None
+        record["scored"] = not_scored("budget")
         return encode_record(record)
 
+    def _judged(self, job: _Job) -> bytes:
+        """On a judging thread: the textless record with the service's verdict on it, encoded."""
+        return encode_record({**job.record, "scored": self._verdict(job.run, job.reason, job.record["sample_id"])})
+
+    def _unjudged(self, job: _Job) -> bytes:
+        """The textless record without a verdict: a budget skip (the stage was released at shutdown)."""
+        return encode_record({**job.record, "scored": not_scored("budget")})
+
     def _verdict(self, run: Run, reason: str, sample_id: str) -> dict[str, Any]:
-        if self.behind() or not self.admit():
-            return not_scored("budget")
         try:  # whatever fails here, the textless sample still leaves, marked (its latency and cost are kept)
             sample = build_sample(run, reason=reason, keep_text=True, **self._options)  # in memory only
             sample.sample_id = sample_id
