@@ -62,7 +62,7 @@ import trainkit as kit
 
 from ragwatch.sampling.sample import Sample, SampleChunk
 from ragwatch.scoring.evaluate import roc_auc
-from ragwatch.scoring.judges.answer_relevance import answer_relevance
+from ragwatch.scoring.judges.answer_relevance import answer_relevance, refusal_share
 from ragwatch.scoring.judges.base import ANSWER_RELEVANCE
 from ragwatch.scoring.judges.claim_features import UNVERIFIABLE
 from ragwatch.scoring.judges.offline import OfflineJudge
@@ -271,7 +271,8 @@ def score(rows: list[dict[str, Any]], judge_name: str = "offline") -> tuple[str,
         claims = verdict.details["claims"]
         refusal = sum(1 for c in claims if c["verdict"] == UNVERIFIABLE) / len(claims) if claims else 0.0
         row["offline"] = verdict.scores[ANSWER_RELEVANCE]
-        row[NO_GROUNDING] = answer_relevance(row["question"], row["answer"], refusal) if claims else 0.0
+        share = refusal_share(judge.analyse(sample(i, row)))  # the judge's own share: citations are no refusal
+        row[NO_GROUNDING] = answer_relevance(row["question"], row["answer"], share) if claims else 0.0
         row["coverage"] = legacy_answer_relevance(row["question"], row["answer"], len(claims), refusal)
     if judge_name == "offline":
         return "offline", "coverage"

@@ -31,7 +31,15 @@ it, its score is the one its type gave it — never lowered: whether it is true 
 question.
 
 A refusal is about the question but does not answer it: it reads 0.2 (in proportion to the share of
-refusal claims). The caps are set a priori, never fitted to dev data; ``scripts/eval_answer_relevance.py``
+refusal claims, :func:`refusal_share`). Only a line that declines to answer is a refusal ("Unable to answer
+based on the given passages", "The passages do not say when…"). A citation ("(Passage 1)", "This is mentioned
+in passage 2."), a lead-in ("Based on the provided passages, here are the steps:"), a courtesy line or a
+statement about the passages ("Passage 3 provides the necessary information") is unverifiable to
+faithfulness like a refusal, but it neither answers nor refuses: it is left out of the share, so a good answer
+that cites its passages keeps its score. A claim unverifiable only because no single chunk holds it (pieced
+together from several) still says something about the question: it counts as a claim, not a refusal.
+
+The caps are set a priori, never fitted to dev data; ``scripts/eval_answer_relevance.py``
 measures the result on a set built from the dev files by construction (`docs/accuracy.md`, "Answer relevance").
 """
 
@@ -42,11 +50,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragwatch.scoring.judges.answer_grounding import grounded
+from ragwatch.scoring.judges.claim_features import ClaimAnalysis
+from ragwatch.scoring.judges.claims import mask_inline_code
+from ragwatch.scoring.judges.evidence import PIECED
 from ragwatch.scoring.judges.relevance import question_kind
 from ragwatch.scoring.judges.text import TextAnalysis, content_tokens, token_prior
 from ragwatch.scoring.judges.text_rules import entity_tokens
+from ragwatch.scoring.judges.unverifiable import is_refusal
 
-__all__ = ["AnswerChecks", "answer_relevance", "answer_scores", "check_answer"]
+__all__ = ["AnswerChecks", "answer_relevance", "answer_scores", "check_answer", "refusal_share"]
 
 #: The answer is too short to be asked to repeat the question's words or name its entity.
 SHORT_TOKENS = 8
@@ -202,6 +214,21 @@ def answer_scores(question: str, answer: str, context: Sequence[TextAnalysis] = 
     return base, cap
 
 
+def refusal_share(analyses: Sequence[ClaimAnalysis]) -> float:
+    """The share of the answer's claims that decline to answer, of those that answer or decline (the module
+    docstring): lead-ins, citations, courtesy lines and statements about the passages are left out, a claim
+    pieced from several chunks counts as an answer. An answer of nothing else (or of no claim) asserts nothing
+    about the question: 1.0, read as a refusal is."""
+    refusals = claims = 0
+    for a in analyses:
+        if not a.unverifiable or a.rule == PIECED:
+            claims += 1
+        elif is_refusal(mask_inline_code(a.claim.text)):  # the text is_unverifiable read (claim_features)
+            claims += 1
+            refusals += 1
+    return refusals / claims if claims else 1.0
+
+
 def answer_relevance(
     question: str,
     answer: str,
@@ -211,7 +238,7 @@ def answer_relevance(
 ) -> float:
     """Answer relevance in 0..1: the coverage-based score capped by the failed checks, refusals low.
 
-    ``share_refusal`` is the share of the answer's claims that are refusals or meta statements. ``semantic``
+    ``share_refusal`` is the share of the answer's claims that are refusals (:func:`refusal_share`). ``semantic``
     (the embedding judge's claim–question similarity, 0..1) can raise the coverage-based score but not lift
     it over a failed check's cap: a paraphrase may answer without repeating the question's words, but last
     year's figures are as close to the question as this year's. ``context`` is the sample's chunks as the

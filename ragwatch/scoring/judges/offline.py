@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from ragwatch.sampling.sample import Sample, SampleChunk
-from ragwatch.scoring.judges.answer_relevance import answer_relevance
+from ragwatch.scoring.judges.answer_relevance import answer_relevance, refusal_share
 from ragwatch.scoring.judges.base import (
     ANSWER_RELEVANCE,
     CONTEXT_RELEVANCE,
@@ -251,7 +251,9 @@ def build_verdict(
     return Verdict(scores=scores, details=details)
 
 
-#: the scoring scheme, the first part of :attr:`OfflineJudge.version`
+#: the scoring scheme, the first part of :attr:`OfflineJudge.version`; it moves when the scoring code changes
+#: what a score means with the same weights, once per release (2: short answers grounded in the chunks read
+#: answer relevance 1.0, and only refusals — not citations or lead-ins — lower it)
 SCHEME = 2
 
 
@@ -297,8 +299,7 @@ class OfflineJudge:
         self._model = ClaimModel(faith)
         self.threshold = float(faith.get("threshold", 0.5)) if threshold is None else float(threshold)
         # a threshold of the team's own changes verdicts, so it is part of the version their scores carry; the
-        # leading number moves when the scoring code changes what a score means with the same weights (2: short
-        # answers grounded in the chunks read answer relevance 1.0), so the report sees two versions mixed
+        # scheme in front lets the report see scores of two scoring codes mixed
         self.version = f"{SCHEME}+{digest}+{self._relevance.digest}" + ("" if threshold is None else f"+t{threshold:g}")
         #: The hard rules that decide a claim whatever the model says (the rest are only features).
         self.vetoes = frozenset(faith.get("vetoes", RULES))
@@ -386,8 +387,7 @@ class OfflineJudge:
         ``context``: the chunks' analyses, which may show a short answer is this question's."""
         if not analyses:
             return 0.0
-        share_refusal = sum(1 for a in analyses if a.unverifiable) / len(analyses)
-        return answer_relevance(question, answer, share_refusal, semantic, context)
+        return answer_relevance(question, answer, refusal_share(analyses), semantic, context)
 
 
 def claim_labels(claims: Iterable[Claim], spans: Sequence[Sequence[int]]) -> list[bool]:

@@ -3,13 +3,17 @@
 Kept apart from the features because it is the first question the offline judge asks of a claim, and the one
 a reader debugging an UNVERIFIABLE verdict comes to answer: such a claim leaves the denominator of
 faithfulness rather than being scored. The patterns cover English and Chinese.
+
+Faithfulness asks only whether a line is unverifiable (:func:`is_unverifiable`); answer relevance also asks
+why (:func:`is_refusal`): a refusal does not answer the question, while a lead-in, a courtesy line or a
+statement about the passages is no answer and no refusal either.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["is_unverifiable"]
+__all__ = ["is_refusal", "is_unverifiable"]
 
 _REFUSAL_RE = re.compile(
     r"\bI (?:do not|don't|did not|didn't) know\b|\bI(?:'m| am) not (?:sure|certain|aware)\b"
@@ -38,13 +42,17 @@ _REFUSAL_RE = re.compile(
     r"(?:any |specific |detailed |further |more |clear |explicit |additional )*"
     r"(?:information|details?|instructions?|specifics|data|guidance|answer|steps|explanation)\b"
     r"|\b(?:it is|it's|it’s) (?:impossible|not possible) to (?:provide|give|determine|say|answer|know|tell)\b"
-    # statements about the passages themselves: "Passage 3 provides the necessary information"
-    r"|\b(?:passages?|documents?|sources?|context|texts?|articles?)\b[^.;:]{0,20}?\b(?:provides?|gives?|contains?"
-    r"|repeats?|offers?) (?:the |all (?:the )?)?(?:same|necessary|relevant|required|needed|similar) "
-    r"(?:information|details|answer)\b"
     r"|根据(?:现有|已有|提供的|给定的|所给的?|上述)?(?:的)?(?:信息|资料|文档|文件|上下文|内容|材料)[^。]{0,12}无法"
     r"|无法(?:确定|回答|判断|得知|找到|确认|给出)|不知道|不清楚|不确定"
     r"|(?:没有|未|并未|没)(?:提及|提到|说明|给出|提供|找到|相关信息|足够的?信息|明确)|信息不足|文档中没有|资料中没有",
+    re.IGNORECASE,
+)
+#: Statements about the passages themselves ("Passage 3 provides the necessary information"): they answer
+#: nothing and refuse nothing.
+_ABOUT_PASSAGES_RE = re.compile(
+    r"\b(?:passages?|documents?|sources?|context|texts?|articles?)\b[^.;:]{0,20}?\b(?:provides?|gives?|contains?"
+    r"|repeats?|offers?) (?:the |all (?:the )?)?(?:same|necessary|relevant|required|needed|similar) "
+    r"(?:information|details|answer)\b",
     re.IGNORECASE,
 )
 _COURTESY_RE = re.compile(
@@ -65,7 +73,8 @@ _FRAMING_RE = re.compile(
     re.IGNORECASE,
 )
 
-#: Every refusal pattern contains one of these; checking them first skips the big regex for most claims.
+#: Every refusal and about-the-passages pattern contains one of these; checking them first skips the big regexes
+#: for most claims.
 _REFUSAL_KEYS = (
     "know", "sure", "certain", "aware", "unable", "cannot", "can't", "n't", "not", "no ", "never", "fail",
     "insufficient", "enough", "none of", "impossible", "possible", "information", "details", "answer", "无法", "不",
@@ -75,10 +84,31 @@ _REFUSAL_KEYS = (
 
 def is_unverifiable(text: str) -> bool:
     """Refusals, meta statements about the context and framing lines assert nothing checkable."""
-    stripped = text.strip().strip("*_#").strip()
+    stripped = _stripped(text)
     low = stripped.lower()
     return (
-        (any(k in low for k in _REFUSAL_KEYS) and _REFUSAL_RE.search(stripped) is not None)
+        (_refuses(stripped, low) or (_keyed(low) and _ABOUT_PASSAGES_RE.search(stripped) is not None))
         or _FRAMING_RE.match(stripped) is not None  # every alternative is anchored at ^
         or _COURTESY_RE.search(stripped) is not None
     )
+
+
+def is_refusal(text: str) -> bool:
+    """Of the unverifiable lines, the ones that decline to answer ("Unable to answer based on the given passages",
+    "The passages do not say when…"): answer relevance reads these as not answering, while a lead-in, a citation,
+    a courtesy line or a statement about the passages ("Passage 3 provides the necessary information") says
+    nothing either way (:func:`ragwatch.scoring.judges.answer_relevance.refusal_share`)."""
+    stripped = _stripped(text)
+    return _refuses(stripped, stripped.lower())
+
+
+def _stripped(text: str) -> str:
+    return text.strip().strip("*_#").strip()
+
+
+def _keyed(low: str) -> bool:
+    return any(k in low for k in _REFUSAL_KEYS)
+
+
+def _refuses(stripped: str, low: str) -> bool:
+    return _keyed(low) and _REFUSAL_RE.search(stripped) is not None
