@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 
 import ragwatch
 from ragwatch.metrics.catalog import WorkerMetrics, families
+from ragwatch.queue.contract import Queue
 from ragwatch.queue.factory import open_queue
 from ragwatch.queue.keys import Keys
 from ragwatch.queue.producer import RELEASE_GRACE_S
@@ -146,6 +147,17 @@ def every_value(redis_url: str) -> bytes:
     return b"\n".join(found)
 
 
+def drain(redis_url: str) -> tuple[Queue, CollectorRegistry]:
+    """The service's samples, read once by a worker whose judge refuses to run (pre-scored entries apply
+    without one): the queue and the worker's metrics."""
+    queue = open_queue(redis_url, SERVICE)
+    registry = CollectorRegistry()
+    Worker(queue, [Refusing()], concurrency=0, metrics=families(WorkerMetrics, registry)).work(
+        burst=True, max_seconds=30
+    )
+    return queue, registry
+
+
 def test_a_content_off_fleet_gets_scores_windows_and_degraded_mode_with_no_text_in_redis(
     redis_url: str, registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -260,11 +272,7 @@ def test_over_the_services_budget_samples_go_unscored_and_counted(redis_url: str
         assert rw.flush(30)
     finally:
         rw.close(2)
-    queue = open_queue(redis_url, SERVICE)
-    worker_registry = CollectorRegistry()
-    Worker(queue, [Refusing()], concurrency=0, metrics=families(WorkerMetrics, worker_registry)).work(
-        burst=True, max_seconds=30
-    )
+    queue, worker_registry = drain(redis_url)
     assert len(queue.recent_scores(10)) == 1
     assert metric(worker_registry, "ragwatch_scoring_skipped_total", service=SERVICE, reason="budget") == 4
     assert queue.stats().pending == 0  # acknowledged, not left for another worker to judge
@@ -281,11 +289,7 @@ def test_a_sample_over_the_judge_time_budget_in_the_service_is_dead_lettered_wit
         assert rw.flush(30)
     finally:
         rw.close(2)
-    queue = open_queue(redis_url, SERVICE)
-    worker_registry = CollectorRegistry()
-    Worker(queue, [Refusing()], concurrency=0, metrics=families(WorkerMetrics, worker_registry)).work(
-        burst=True, max_seconds=30
-    )
+    queue, worker_registry = drain(redis_url)
     assert metric(worker_registry, "ragwatch_worker_entries_total", service=SERVICE, outcome="over_time_budget") == 1
     (dead,) = queue.dead_letters(10)
     assert "over the judge time budget" in str(dead) and "Zhang" not in str(dead)
@@ -403,11 +407,7 @@ def test_a_judge_failing_in_the_service_dead_letters_the_sample_by_type_name_onl
         assert rw.flush(30)
     finally:
         rw.close(2)
-    queue = open_queue(redis_url, SERVICE)
-    worker_registry = CollectorRegistry()
-    Worker(queue, [Refusing()], concurrency=0, metrics=families(WorkerMetrics, worker_registry)).work(
-        burst=True, max_seconds=30
-    )
+    queue, worker_registry = drain(redis_url)
     assert metric(worker_registry, "ragwatch_worker_entries_total", service=SERVICE, outcome="dead_lettered") == 1
     (dead,) = queue.dead_letters(10)
     assert "judge_error in the service: ValueError" in str(dead) and "Zhang" not in every_value(redis_url).decode()
@@ -455,11 +455,7 @@ def stream_length(redis_url: str) -> int:
 
 def apply_all(redis_url: str) -> CollectorRegistry:
     """A worker that never judges applies everything sent; its registry holds what it counted."""
-    queue = open_queue(redis_url, SERVICE)
-    worker_registry = CollectorRegistry()
-    Worker(queue, [Refusing()], concurrency=0, metrics=families(WorkerMetrics, worker_registry)).work(
-        burst=True, max_seconds=30
-    )
+    queue, worker_registry = drain(redis_url)
     assert queue.stats().pending == 0
     queue.close()
     return worker_registry
