@@ -5,7 +5,9 @@ An LLM stream is consumed after the decorated function has returned, often in an
 
 - observes each item (time to first token, text assembly) and hands it on unchanged;
 - finishes the call exactly once: on exhaustion (``ok``), on an error (``error``), on ``close()`` /
-  ``aclose()`` / leaving a ``with`` block early (``cancelled``);
+  ``aclose()`` / leaving a ``with`` block early (``cancelled``) — and when it is collected before any of
+  those (``cancelled`` too, its partial text kept): a host that never reads the stream, or drops it half
+  read, must not leave its call open for ever, uncounted (see :class:`_Proxy` for why a finaliser);
 - makes the call's context current around each step only, because a context variable set in one step and
   reset in the next may belong to another thread's copy of the context;
 - forwards everything else (``.response``, ``.close()``, ``send``/``throw``, ``asend``/``athrow``) to the
@@ -15,6 +17,7 @@ An LLM stream is consumed after the decorated function has returned, often in an
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from sys import getrefcount
 from types import AsyncGeneratorType, GeneratorType
 from typing import Any, Protocol
 
@@ -130,6 +133,8 @@ def _observing_class(cls: type) -> type | None:
     else:
         return None
     namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __slots__=(), _ragwatch_observed=True)
+    if "__next__" in namespace or "__anext__" in namespace:
+        namespace["__del__"] = _finaliser(getattr(cls, "__del__", None))
     try:
         return type(cls.__name__, (cls,), namespace)
     except TypeError:  # a final class
@@ -232,6 +237,22 @@ def _aexit_method(base_aexit: Any) -> Any:
             call.finish(None, GeneratorExit())
 
     return __aexit__
+
+
+def _finaliser(base_del: Any) -> Any:
+    """An observed SDK stream collected unfinished ends its calls as ``close()`` would (``cancelled``; a
+    no-op once they ended), then runs its class's own finaliser, if any. Never raises."""
+
+    def __del__(self: Any) -> None:
+        # no contextlib.suppress: at interpreter shutdown this module's globals may already be gone
+        try:  # noqa: SIM105
+            self.__dict__[_CALL].finish(None, GeneratorExit())
+        except Exception:  # finish guards itself; this is shutdown tearing its modules down
+            pass
+        if base_del is not None:
+            base_del(self)
+
+    return __del__
 
 
 def _sync_stream_methods(cls: type) -> dict[str, Any]:
@@ -340,11 +361,42 @@ def _async_manager_methods(cls: type) -> dict[str, Any]:
 
 
 class _Proxy:
+    """What both proxies share, with the finaliser that ends a stream the host dropped unfinished.
+
+    A finaliser rather than the wrapped generator's own ``finally``: a generator never started has no frame
+    to run one in, an SDK stream object has none, and an unread async generator is closed on its event loop
+    later, if at all. It runs when the last reference goes, in whichever thread drops it, does what
+    ``close()`` does (finish the call as ``cancelled``; a no-op for a call that already ended) and never
+    raises. It costs one call per stream, nothing per item.
+    """
+
     __slots__ = ("_call", "_stream")
 
     def __init__(self, stream: Any, call: StreamObserver) -> None:
         self._stream = stream
         self._call = call
+
+    def __del__(self) -> None:
+        # no contextlib.suppress: at interpreter shutdown this module's globals may already be gone
+        try:  # noqa: SIM105
+            self._abandon()
+        except Exception:  # finish guards itself; the host's own close raising, or shutdown tearing down
+            pass
+
+    def _abandon(self) -> None:
+        """Collected: end the call as ``close()`` would. When this proxy held the last reference to a
+        generator or an inner proxy, collection is about to close that anyway: it is closed first, as
+        ``close()`` closes it, so a call nested in the stream (a pipeline's generator reading an LLM stream)
+        ends before this one rather than after its run went to the listeners."""
+        stream = self._stream
+        try:
+            if getrefcount(stream) <= 3:  # this slot, the local name and the argument: nobody else holds it
+                if type(stream) is GeneratorType:
+                    stream.close()
+                elif isinstance(stream, _Proxy):
+                    stream._abandon()
+        finally:
+            self._call.finish(None, GeneratorExit())
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

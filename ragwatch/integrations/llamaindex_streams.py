@@ -8,10 +8,10 @@ proxy handed back is then collected unread (or half read), and its finaliser end
 — the outcome of a stream the host stopped reading early — through the tracker, which first ends the run's
 generation still open and forgets it, so an abandoned turn leaves nothing behind.
 
-A finaliser rather than a generator's own ``finally``: a generator never started has no frame to run one
-in, and an unread async generator is closed on its event loop later, if at all. It runs when the last
-reference goes, in whichever thread drops it, does only what the end of a stream does anyway (record, end
-the span, hand the run to the listeners), and never raises.
+The finaliser is every stream proxy's (:class:`~ragwatch.capture.streams.SyncStream`): it runs when the
+last reference goes, in whichever thread drops it, does only what the end of a stream does anyway (record,
+end the span, hand the run to the listeners), and never raises. Only what it ends differs here: the run
+and, first, the generation the tracker still holds open in it.
 """
 
 from __future__ import annotations
@@ -44,18 +44,15 @@ def follow(stream: Any, call: PipelineCall, tracker: Abandoned) -> Any:
 
 
 class _Finalised:
-    """The finaliser both proxies share: tell the tracker the answer is gone (a no-op once it ended)."""
+    """What both proxies do when collected (the stream proxies' own finaliser calls it, guarded): tell the
+    tracker the answer is gone, which ends the run's open generation too (a no-op once the run ended)."""
 
     __slots__ = ()
     _call: Any  # the proxy's: the PipelineCall it was made for
     _tracker: Abandoned
 
-    def __del__(self) -> None:
-        # no contextlib.suppress: at interpreter shutdown this module's globals may already be gone
-        try:  # noqa: SIM105
-            self._tracker.abandoned(self._call)
-        except Exception:  # the tracker guards itself; this is shutdown tearing its modules down
-            pass
+    def _abandon(self) -> None:
+        self._tracker.abandoned(self._call)
 
 
 class _SyncAnswer(_Finalised, SyncStream):
