@@ -476,6 +476,11 @@ class Settings(BaseSettings):
             return True
         return not self.redis_url or self.redis_url.lower().startswith("memory:")
 
+    def prescores(self, queue_url: str) -> bool:
+        """Whether the service judges its samples before they leave: ``content_off`` on a queue other processes
+        read (on ``memory://`` the text never leaves, the in-process scorer judges it), unless scoring is off."""
+        return self.content_off and self.scoring != "off" and not queue_url.lower().startswith("memory:")
+
     def sla_policy(self) -> Policy:
         """The degraded-mode policy these settings describe (validated)."""
         return Policy(

@@ -250,7 +250,7 @@ class RagWatch:
         # loaded only then: the documented exception of ARCHITECTURE.md).
         content = not s.content_off or queue.url.lower().startswith("memory:")
         prescorer = None
-        if not content and s.scoring != "off":
+        if s.prescores(queue.url):
             from ragwatch.scoring.embedded import PreScorer
 
             prescorer = self._prescorer = PreScorer(queue, s, options, guard=self.guard)  # ConfigError now

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ragwatch.capture.run import Run
     from ragwatch.settings import Settings
 
-__all__ = ["Budget", "InProcessScorer", "PreScorer", "prescores", "scores_in_process"]
+__all__ = ["Budget", "InProcessScorer", "PreScorer", "scores_in_process"]
 
 log = logging.getLogger("ragwatch.embedded")
 
@@ -99,12 +99,6 @@ class Budget:
             self._tokens -= 1.0
             return True
         return False
-
-
-def prescores(settings: Settings, queue: Queue) -> bool:
-    """Whether the service judges its samples before they leave: ``content_off`` on a queue other processes
-    read (on ``memory://`` the text never leaves, the in-process scorer judges it), unless scoring is off."""
-    return settings.content_off and settings.scoring != "off" and not queue.url.lower().startswith("memory:")
 
 
 #: Runs waiting for a judging thread, per thread: a burst within the budget waits, a flood goes unscored.
@@ -171,18 +165,18 @@ class PreScorer:
     def encode(self, run: Run, reason: str) -> bytes | None:
         """The textless sample record of ``run`` marked unscored, encoded; or None when the judging stage
         took it over, to send it with its verdict once judged."""
-        record = build_record(run, reason=reason, content=False, **self._options)
-        if self.admit() and self.stage.submit(_Job(run, reason, record)):
+        job = _Job(run, reason, build_record(run, reason=reason, content=False, **self._options))
+        if self.admit() and self.stage.submit(job):
             return None
-        record["scored"] = not_scored("budget")
-        return encode_record(record)
+        return self._unjudged(job)
 
     def _judged(self, job: _Job) -> bytes:
         """On a judging thread: the textless record with the service's verdict on it, encoded."""
         return encode_record({**job.record, "scored": self._verdict(job.run, job.reason, job.record["sample_id"])})
 
     def _unjudged(self, job: _Job) -> bytes:
-        """The textless record without a verdict: a budget skip (the stage was released at shutdown)."""
+        """The textless record without a verdict: a budget skip (over the rate, the judging queue full, or the
+        stage released at shutdown)."""
         return encode_record({**job.record, "scored": not_scored("budget")})
 
     def _verdict(self, run: Run, reason: str, sample_id: str) -> dict[str, Any]:
@@ -256,7 +250,7 @@ class InProcessScorer:
             evaluator=SLAEvaluator(self.queue, s.sla_policy(), s.health_thresholds, self.metrics),
             thresholds=Thresholds.of(s),
             # content_off on Redis: the budget was spent judging before sending; applying costs no judge
-            admit=None if prescores(s, self.queue) else Budget(s.scoring_max_per_second),
+            admit=None if s.prescores(self.queue.url) else Budget(s.scoring_max_per_second),
             judge_time_budget_s=s.judge_time_budget_s,
             on_score=(self._announce,),
         )
