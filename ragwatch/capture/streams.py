@@ -89,6 +89,9 @@ def _observe_in_place(stream: Any, call: StreamObserver) -> Any:
 
 
 _CALL = "_ragwatch_call"
+#: Set on a stream manager once ``with`` opened its stream, and on a raw response once ``.parse()`` gave a
+#: stream: the stream now carries the calls, and collecting the manager or the response must not end them.
+_HANDED = "_ragwatch_handed"
 
 
 class _Calls:
@@ -133,8 +136,7 @@ def _observing_class(cls: type) -> type | None:
     else:
         return None
     namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__, __slots__=(), _ragwatch_observed=True)
-    if "__next__" in namespace or "__anext__" in namespace:
-        namespace["__del__"] = _finaliser(getattr(cls, "__del__", None))
+    namespace["__del__"] = _finaliser(getattr(cls, "__del__", None))
     try:
         return type(cls.__name__, (cls,), namespace)
     except TypeError:  # a final class
@@ -172,6 +174,7 @@ def _raw_stream_methods(cls: type) -> dict[str, Any]:
             parsed = await base_parse(self, **kwargs)
             if not kwargs:
                 _hand_over(parsed, self.__dict__[_CALL])
+                self.__dict__[_HANDED] = True
             return parsed
 
         async def ajson(self: Any) -> Any:
@@ -180,10 +183,11 @@ def _raw_stream_methods(cls: type) -> dict[str, Any]:
             return data
 
         async def aclose(self: Any) -> Any:
+            ended = _body_read(self)
             try:
                 return await base_close(self)
             finally:
-                self.__dict__[_CALL].finish(None, None)  # read some other way (iter_lines): no usage
+                _closed(self, ended)
 
         return {"parse": aparse, "json": ajson, "close": aclose}
 
@@ -191,6 +195,7 @@ def _raw_stream_methods(cls: type) -> dict[str, Any]:
         parsed = base_parse(self, **kwargs)
         if not kwargs:
             _hand_over(parsed, self.__dict__[_CALL])
+            self.__dict__[_HANDED] = True
         return parsed
 
     def json(self: Any) -> Any:
@@ -199,12 +204,31 @@ def _raw_stream_methods(cls: type) -> dict[str, Any]:
         return data
 
     def close(self: Any) -> Any:
+        ended = _body_read(self)
         try:
             return base_close(self)
         finally:
-            self.__dict__[_CALL].finish(None, None)  # read some other way (iter_lines): no usage
+            _closed(self, ended)
 
     return {"parse": parse, "json": json, "close": close}
+
+
+def _body_read(response: Any) -> bool:
+    """Whether a streaming response's body was read to its end (the HTTP client closes it then) or parsed;
+    asked before ``close()``, which closes it either way."""
+    if response.__dict__.get(_HANDED):
+        return False  # its stream ended its calls if it was read to the end; if not, closing abandons it
+    try:
+        return bool(response.http_response.is_closed)
+    except Exception:  # not the SDK response we know: take its close as the end of a read body
+        return True
+
+
+def _closed(response: Any, ended: bool) -> None:
+    """A streaming response closed: read some other way to its end (``iter_lines``: its latency, no usage,
+    ``ok``), or closed before its body or the stream it parsed to was read to the end (``cancelled``, with
+    what the stream delivered)."""
+    response.__dict__[_CALL].finish(None, None if ended else GeneratorExit())
 
 
 def _is_coroutine(fn: Any) -> bool:
@@ -240,13 +264,18 @@ def _aexit_method(base_aexit: Any) -> Any:
 
 
 def _finaliser(base_del: Any) -> Any:
-    """An observed SDK stream collected unfinished ends its calls as ``close()`` would (``cancelled``; a
-    no-op once they ended), then runs its class's own finaliser, if any. Never raises."""
+    """An observed SDK object collected unfinished ends its calls as ``close()`` would (``cancelled``; a
+    no-op once they ended), then runs its class's own finaliser, if any. Never raises. Streams, and also a
+    stream manager never entered (its request never sent) and a streaming response never closed: either
+    would otherwise keep its call — and a pipeline that returned it, its whole run — open for ever. Not
+    once they handed their calls to the stream they opened (:data:`_HANDED`): that stream ends them."""
 
     def __del__(self: Any) -> None:
         # no contextlib.suppress: at interpreter shutdown this module's globals may already be gone
-        try:  # noqa: SIM105
-            self.__dict__[_CALL].finish(None, GeneratorExit())
+        try:
+            found = self.__dict__
+            if not found.get(_HANDED):
+                found[_CALL].finish(None, GeneratorExit())
         except Exception:  # finish guards itself; this is shutdown tearing its modules down
             pass
         if base_del is not None:
@@ -328,6 +357,23 @@ def _async_stream_methods(cls: type) -> dict[str, Any]:
     return methods
 
 
+def _enter_context(calls: _Calls) -> list[Any]:
+    """Make the manager's calls current while ``with`` sends its request: a pipeline that returned the manager
+    has left its run by then, and the SDK call the manager makes (itself watched) must join that run — not
+    count outside it, its answer and usage missing from the run. Outermost first; once per stream."""
+    entered = []
+    for call in reversed(calls.calls):
+        if call.active and not isinstance(call, _Calls):
+            call.activate()
+            entered.append(call)
+    return entered
+
+
+def _leave_context(entered: list[Any]) -> None:
+    for call in reversed(entered):
+        call.deactivate()
+
+
 def _sync_manager_methods(cls: type) -> dict[str, Any]:
     """A stream manager (``client.chat.completions.stream(...)``): the stream it opens on ``with`` is
     observed by the same call."""
@@ -335,11 +381,15 @@ def _sync_manager_methods(cls: type) -> dict[str, Any]:
 
     def __enter__(self: Any) -> Any:
         call = self.__dict__[_CALL]
+        entered = _enter_context(call)
         try:
             stream = base_enter(self)
         except BaseException as exc:
+            _leave_context(entered)
             call.finish(None, exc)
             raise
+        _leave_context(entered)
+        self.__dict__[_HANDED] = True
         return proxy_stream(stream, call)
 
     return {"__enter__": __enter__, "__exit__": _exit_method(cls.__exit__)}  # type: ignore[attr-defined]
@@ -350,11 +400,15 @@ def _async_manager_methods(cls: type) -> dict[str, Any]:
 
     async def __aenter__(self: Any) -> Any:
         call = self.__dict__[_CALL]
+        entered = _enter_context(call)
         try:
             stream = await base_aenter(self)
         except BaseException as exc:
+            _leave_context(entered)
             call.finish(None, exc)
             raise
+        _leave_context(entered)
+        self.__dict__[_HANDED] = True
         return proxy_stream(stream, call)
 
     return {"__aenter__": __aenter__, "__aexit__": _aexit_method(cls.__aexit__)}  # type: ignore[attr-defined]
