@@ -4,6 +4,7 @@ its background and weights rebuild from the training corpus, and the dev files r
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragwatch.scoring.judges.relevance import RelevanceScorer
+from ragwatch.scoring.judges.relevance_cues import question_kind
 from ragwatch.scoring.judges.relevance_graded import BACKGROUND_PATH, GRADED_WEIGHTS_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,3 +217,66 @@ def test_grouped_folds_keep_a_windowed_file_with_the_file_it_is_built_from() -> 
     fold = script.grouped_folds(t, 5)
     assert (fold[:20] == fold[20:40]).all()
     assert len(set(fold[:20].tolist())) == 5
+
+
+def _news_script() -> Any:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import news_lists
+
+    return news_lists
+
+
+_STORY = (
+    "The city council met on Monday to discuss the new harbour bridge across the river. "
+    "Officials said the harbour bridge had been planned for a decade by the council. "
+    "The harbour bridge opened on 12 March 2021 after years of delays and disputes. "
+    "Critics of the council said the harbour bridge cost far more than the first estimate. "
+    "Mayor Ellen Okafor praised the engineers who built the harbour bridge. "
+    "The council also approved a new bus route along the river. "
+    "Residents near the river welcomed the news from the council. "
+    "The council will publish its report on the harbour bridge next year."
+)
+
+
+def test_news_lists_hold_the_value_in_one_passage_and_ask_for_its_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A synthetic news list: exactly one answer-bearing passage, which holds the asked value; the same
+    passage with the value blanked and the story's other passages are same-topic non-answers without it;
+    the question asks for the value's kind and never contains it; the same seed gives the same lists."""
+    script = _news_script()
+    monkeypatch.setitem(script.CHUNK_CHARS, "en", 200)  # a short story cut into passages of two sentences
+    rows = script.lists_of(_STORY, "en", "news:test", random.Random(0))
+    assert rows, "the story holds a date and a name: it must give lists"
+    by_q: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_q.setdefault(row["question_id"], []).append(row)
+    for qid, listed in by_q.items():
+        answers = [r for r in listed if r["relevant"]]
+        assert len(answers) == 1, qid
+        value = script._VALUE[(listed[0]["kind"], "en")].search(answers[0]["passage"]).group()
+        assert value not in listed[0]["question"]
+        assert all(value not in r["passage"] for r in listed if not r["relevant"])
+        assert any(not r["relevant"] for r in listed)
+        assert (
+            question_kind(listed[0]["question"])
+            == {"date": "date", "number": "number", "person": "person"}[listed[0]["kind"]]
+        )
+        assert {r["group"] for r in listed} == {"news:test"}
+    assert rows == script.lists_of(_STORY, "en", "news:test", random.Random(0))
+
+
+def test_news_questions_in_chinese_ask_within_the_values_clause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chinese lists ask inside the clause that holds the value ("造成全国1.2万人受灾" → "造成全国多少人受灾"),
+    and a wire-service dateline's date is never asked for."""
+    script = _news_script()
+    story = (
+        "新华社北京3月5日电 记者从应急管理部获悉，今年以来多地遭遇强降雨。"
+        "据统计，这次强降雨造成全国12万人受灾，多条道路一度中断。"
+        "应急管理部已派出工作组赶赴灾区，指导各地开展救灾工作。"
+        "气象部门表示，未来一周南方地区仍有较强降雨，需要防范次生灾害。"
+        "各地政府正在组织人员排查隐患，确保群众生命财产安全。"
+    )
+    monkeypatch.setitem(script.CHUNK_CHARS, "zh", 60)
+    rows = script.lists_of(story, "zh", "news:zh", random.Random(0))
+    questions = {r["question"] for r in rows}
+    assert "这次强降雨造成全国多少人受灾？" in questions
+    assert not any("什么时候电" in q for q in questions)
