@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from pydantic import BaseModel
 
 import ragwatch
 from ragwatch.capture.responses import estimate_tokens
@@ -100,6 +101,28 @@ def test_a_class_defined_after_instrument_counts_once_and_is_priced(
     assert tokens(registry, MODEL) == used
     cost = sample(registry, "ragwatch_cost_usd_total", service="svc", model=MODEL, source="estimated")
     assert cost == pytest.approx(expected_cost(MODEL, used, 0))
+
+
+def test_a_model_given_as_a_pydantic_extra_is_priced(watched: ragwatch.RagWatch, registry: CollectorRegistry) -> None:
+    """A pydantic embedding class that declares no ``model`` field but allows extras keeps the model in
+    ``__pydantic_extra__``, not in ``__dict__``: it is still the model the call is priced as."""
+    from pydantic import ConfigDict
+
+    class Extras(Embeddings, BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [[float(len(t))] for t in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return [float(len(text))]
+
+    fake = Extras(model=MODEL)
+    assert "model" not in vars(fake)  # where the old lookup read it
+    assert fake.embed_query("taxi policy") == [11.0]
+    assert stage_count(registry, "embed") == 1
+    assert tokens(registry, MODEL) == estimate_tokens("taxi policy")
+    assert tokens(registry, "unknown") == 0
 
 
 def openai_embeddings(url: str, **options: Any) -> OpenAIEmbeddings:

@@ -158,10 +158,11 @@ def _begin(rw: RagWatch, args: tuple, kwargs: dict) -> EmbedCall:
 
 def _model_of(embeddings: Any) -> str | None:
     """The instance's ``model`` (or ``model_name``). A pydantic field's value sits in the instance's
-    ``__dict__``; a class attribute or property (which may raise: counted by the stage's guard) is read
-    only when a class defines one. Asking a pydantic model for an attribute it lacks builds an
-    ``AttributeError`` in its Python ``__getattr__`` — twice per call for a class with neither name
-    (``DeterministicFakeEmbedding``), which cost more than the rest of the stage."""
+    ``__dict__``, an extra one (a class with ``extra="allow"``) in its ``__pydantic_extra__``; a class
+    attribute or property (which may raise: counted by the stage's guard) is read only when a class defines
+    one. Asking a pydantic model for an attribute it lacks builds an ``AttributeError`` in its Python
+    ``__getattr__`` — twice per call for a class with neither name (``DeterministicFakeEmbedding``), which
+    cost more than the rest of the stage."""
     cls = type(embeddings)
     on_class = _CLASS_ATTRIBUTES.get(cls)
     if on_class is None:
@@ -169,8 +170,11 @@ def _model_of(embeddings: Any) -> str | None:
             name for name in _MODEL_ATTRIBUTES if any(name in vars(c) for c in cls.__mro__)
         )
     fields = getattr(embeddings, "__dict__", None) or {}
+    # a model given as an extra of a pydantic class that allows them (``extra="allow"``, no declared field)
+    extra = getattr(embeddings, "__pydantic_extra__", None)
+    extras = extra if isinstance(extra, dict) else {}
     for name in _MODEL_ATTRIBUTES:
-        value = getattr(embeddings, name, None) if name in on_class else fields.get(name)
+        value = getattr(embeddings, name, None) if name in on_class else fields.get(name, extras.get(name))
         if isinstance(value, str) and value:
             return value
     return None
