@@ -174,7 +174,8 @@ class Settings(BaseSettings):
         default=False,
         description="Keep no user text anywhere (GDPR): samples leave with no question, answer, chunk text, hash, "
         "chunk id, metadata or tag; score records, reports and pages hold none. Latency, tokens, cost and scores "
-        "stay: the service judges the text in memory (on Redis, on judging threads of its own; workers apply the scores).",
+        "stay: the service judges the text in memory (on Redis, on judging threads of its own; workers apply the "
+        "scores).",
     )
     max_chunks: int = Field(default=20, ge=1, description="Chunks kept per sample.")
     max_chunk_chars: int = Field(default=4000, ge=1, description="Characters kept per chunk.")

@@ -21,6 +21,7 @@ from ragwatch.capture.record import (
     _STREAM_TYPES,
     _outcome,
     candidates_of,
+    hand_over,
     is_stream,
     open_run,
     question_of,
@@ -161,6 +162,17 @@ class Call:
     def on_item(self, item: Any) -> None:
         """One item of a stream result went by."""
 
+    def streaming(self) -> None:
+        """This call is now followed as a stream (:mod:`ragwatch.capture.streams`): it may end after its run
+        does, so the run waits for it before reaching the listeners (:meth:`Run.hold_for`). Once per stream,
+        never raises."""
+        run = self.run
+        if run is not None and not self._ended:
+            try:
+                run.hold_for(self)
+            except Exception as err:
+                self.rw.guard.failed("capture", err)
+
     def finish(self, result: Any, exc: BaseException | None) -> None:
         """Record the call once; later calls (a stream closed twice) are ignored."""
         if self._ended:
@@ -181,6 +193,13 @@ class Call:
                 span.end()
             except Exception as err:
                 self.rw.guard.failed("tracing", err)
+        run = self.run
+        if run is not None and run._streams:  # a stream of its run's: the last to end after the run hands it over
+            try:
+                if run.release(self):
+                    hand_over(self.rw, run)
+            except Exception as err:
+                self.rw.guard.failed("capture", err)
 
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         """Record the finished call through its stage's ``record_*`` function, and describe the span."""
@@ -237,6 +256,9 @@ class PipelineCall(Call):
     def owner(self) -> bool:
         """Whether this call opened its run (False: it joined an outer one, whose facts it only fills in)."""
         return self._owner
+
+    def streaming(self) -> None:
+        """Nothing to wait for: a pipeline's stream ending is its run's end."""
 
     def activate(self) -> None:
         if self._owner:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "candidates_of",
     "gather_retrieved",
+    "hand_over",
     "is_stream",
     "open_run",
     "question_of",
@@ -312,12 +313,23 @@ def candidates_of(args: tuple, kwargs: dict | None) -> Any:
 
 def record_request(rw: CaptureHost, run: Run, elapsed: float, result: Any, exc: BaseException | None) -> None:
     """Close a run and hand it to the listeners (the sampler) if it is a RAG request (``run.rag``); each
-    listener's errors are contained. Its latency is recorded either way."""
+    listener's errors are contained. Its latency is recorded either way, now; the hand-over waits while a
+    stream opened in the run is still open (:meth:`Run.hold`): the last of them to end makes it
+    (:func:`hand_over`), so the listeners see that stream's stage, tokens and cost."""
     run.outcome = _observe(rw, run, "request", elapsed, exc)
     if exc is not None:
         run.error = type(exc).__qualname__
     elif run.answer is None and isinstance(result, str):
         run.answer = result
+    if run._streams and run.hold():  # read unlocked first: most runs open no stream
+        return
+    if rw.listeners and run.rag:
+        rw.run_ended(run)
+
+
+def hand_over(rw: CaptureHost, run: Run) -> None:
+    """Hand an ended run to the listeners once the last stream it waited for ended (:meth:`Run.release`
+    said so), as :func:`record_request` would have at its end."""
     if rw.listeners and run.rag:
         rw.run_ended(run)
 

@@ -10,6 +10,7 @@ for them.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -28,6 +29,11 @@ _suppress_used = [False]
 #: LLM, a LangChain ``Embeddings``): an SDK call made inside it is that same call, which the framework's
 #: integration records — watched at both levels, it would be counted twice (see :func:`framework_call`).
 _FRAMEWORK_CALL: ContextVar[Any] = ContextVar("ragwatch_framework_call", default=None)
+#: Guards every run's open streams and hold (:meth:`Run.hold_for`): a stream may end in another thread
+#: (Starlette reads sync generators in a thread pool, a finaliser runs wherever the last reference goes)
+#: while its run ends. One lock for all runs: it is taken only by runs that opened a stream, a few times
+#: per stream, never per item.
+_HOLD = threading.Lock()
 
 
 class Run:
@@ -35,6 +41,8 @@ class Run:
 
     __slots__ = (
         "_chunks",
+        "_held",
+        "_streams",
         "answer",
         "candidates",
         "client",
@@ -92,6 +100,10 @@ class Run:
         #: ``@rw.pipeline`` or ``rw.request()`` opened; the ASGI middleware opens its runs unmarked, and a
         #: pipeline, retriever or LLM stage entered during the request marks them (so do ``force_sample``).
         self.rag = True
+        #: The stream calls opened in this run that have not ended (None until the first one opens), and
+        #: whether the run ended while some were open: it then waits for them before the listeners get it.
+        self._streams: set[object] | None = None
+        self._held = False
 
     @property
     def chunks(self) -> list[Chunk]:
@@ -107,6 +119,55 @@ class Run:
     def add_duration(self, stage: str, seconds: float) -> None:
         """Several retriever or LLM calls in one request add up per stage."""
         self.durations[stage] = self.durations.get(stage, 0.0) + seconds
+
+    # -- streams that outlive the code that opened them ----------------------------------------------------
+    # A stream opened in the run may end after the run does: asyncio closes an abandoned async generator
+    # a few loop steps later (its finaliser hook schedules aclose()), and a StreamingResponse reads the rest
+    # of a stream after the pipeline returned. The listeners must see the run with that stream's stage,
+    # tokens and cost, so the run's end does not hand it over while one is open: the last to end does.
+    # The bound: a stream the host drops unfinished ends (cancelled) when it is collected.
+
+    def hold_for(self, call: object) -> None:
+        """``call`` (a stage's call, followed as a stream) opened in this run: the run waits for its end."""
+        streams = self._streams
+        if streams is None:
+            # Made before the lock is taken: allocating under it could start a garbage collection whose
+            # finalisers end another stream in this thread, which may take the lock again.
+            fresh = {call}
+            with _HOLD:  # two threads opening the run's first streams at once: neither set may be lost
+                streams = self._streams
+                if streams is None:
+                    self._streams = fresh
+                    return
+        streams.add(call)  # once made, the set stays: adding needs no lock (one step under the GIL)
+
+    def hold(self) -> bool:
+        """The run ended: True when streams opened in it are still open — the last of them to end hands
+        the run to the listeners (:meth:`release` says which); False: hand it over now."""
+        with _HOLD:
+            if self._streams:
+                self._held = True
+                return True
+            return False
+
+    def release(self, call: object) -> bool:
+        """``call``, a stream opened in this run, ended: True when it is the last one an ended run waited
+        for, and its caller hands the run over (exactly one caller does).
+
+        No lock while the run has not ended (a stream read to its end inside its pipeline, the common
+        case): ``call`` leaves the set first, then the hold is read, so a run ending meanwhile either sees
+        the set without it or is seen held here. Held, the lock decides who hands the run over."""
+        streams = self._streams
+        if streams is None or call not in streams:
+            return False
+        streams.discard(call)
+        if not self._held:
+            return False
+        with _HOLD:
+            if streams or not self._held:
+                return False
+            self._held = False
+            return True
 
     def __repr__(self) -> str:
         return f"<Run service={self.service!r} trace_id={self.trace_id} outcome={self.outcome}>"

@@ -8,6 +8,8 @@ An LLM stream is consumed after the decorated function has returned, often in an
   ``aclose()`` / leaving a ``with`` block early (``cancelled``) — and when it is collected before any of
   those (``cancelled`` too, its partial text kept): a host that never reads the stream, or drops it half
   read, must not leave its call open for ever, uncounted (see :class:`_Proxy` for why a finaliser);
+- tells the call it is followed (``streaming()``), so the request's run, which may end first, waits for this
+  stream's end before it reaches the listeners (:meth:`~ragwatch.capture.run.Run.hold_for`);
 - makes the call's context current around each step only, because a context variable set in one step and
   reset in the next may belong to another thread's copy of the context;
 - forwards everything else (``.response``, ``.close()``, ``send``/``throw``, ``asend``/``athrow``) to the
@@ -30,6 +32,8 @@ class StreamObserver(Protocol):
     active: bool
 
     def on_item(self, item: Any) -> None: ...
+
+    def streaming(self) -> None: ...
 
     def finish(self, result: Any, exc: BaseException | None) -> Any: ...
 
@@ -78,6 +82,7 @@ def _observe_in_place(stream: Any, call: StreamObserver) -> Any:
         return None
     if sub is cls:  # handed through a second watched function (an LLM call returned by a pipeline)
         stream.__dict__[_CALL].add(call)
+        call.streaming()
         return stream
     try:
         stream.__dict__[_CALL] = _Calls(call)
@@ -85,6 +90,7 @@ def _observe_in_place(stream: Any, call: StreamObserver) -> Any:
     except (AttributeError, TypeError):
         _PROXY_ONLY.add(cls)
         return None
+    call.streaming()
     return stream
 
 
@@ -105,6 +111,9 @@ class _Calls:
 
     def add(self, call: StreamObserver | _Calls) -> None:
         self.calls.append(call)
+
+    def streaming(self) -> None:
+        """Nothing: each of these calls said so when it was first followed."""
 
     def on_item(self, item: Any) -> None:
         for call in self.calls:
@@ -429,6 +438,7 @@ class _Proxy:
     def __init__(self, stream: Any, call: StreamObserver) -> None:
         self._stream = stream
         self._call = call
+        call.streaming()  # its run now waits for this stream's end (or its collection) to reach the listeners
 
     def __del__(self) -> None:
         # no contextlib.suppress: at interpreter shutdown this module's globals may already be gone
