@@ -129,6 +129,19 @@ def stage_count(registry: CollectorRegistry, stage: str, outcome: str = "ok", se
     return sample(registry, "ragwatch_stage_duration_seconds_count", service=service, stage=stage, outcome=outcome)
 
 
+def stage_outcomes(registry: CollectorRegistry, stage: str) -> dict[str, float]:
+    """How many calls of ``stage`` ended ``ok``, ``error`` and ``cancelled``."""
+    return {o: stage_count(registry, stage, o) for o in ("ok", "error", "cancelled")}
+
+
+def no_internal_errors(registry: CollectorRegistry) -> bool:
+    """No capture, response, stream or tracing error of ragwatch's own was counted."""
+    return all(
+        sample(registry, "ragwatch_internal_errors_total", component=c) == 0
+        for c in ("capture", "response", "stream", "tracing")
+    )
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path_factory.mktemp("redis"))

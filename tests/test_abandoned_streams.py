@@ -19,7 +19,7 @@ from opentelemetry.trace import StatusCode
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from tests.conftest import Spans, sample, stage_count
+from tests.conftest import Spans, no_internal_errors, stage_count
 from tests.openai_stub import OpenAIStub, stream_reply
 from tests.servers import require_package
 
@@ -31,13 +31,6 @@ pytestmark = pytest.mark.usefixtures("close_openai_clients")
 MODEL = "gpt-4o-mini"
 QUESTION = "How much for hotels?"
 CHAT = f"chat {MODEL}"
-
-
-def no_internal_errors(registry: CollectorRegistry) -> bool:
-    return all(
-        sample(registry, "ragwatch_internal_errors_total", component=c) == 0
-        for c in ("capture", "response", "stream", "tracing")
-    )
 
 
 def assert_one(registry: CollectorRegistry, spans: Spans, stage: str, outcome: str, span: str) -> None:

@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry
 from starlette.testclient import TestClient
 
 import ragwatch
-from tests.conftest import sample, stage_count
+from tests.conftest import no_internal_errors, stage_outcomes
 
 MODEL = "gpt-4o-mini"
 QUESTION = "How much for hotels?"
@@ -59,17 +59,6 @@ def seen(watched: ragwatch.RagWatch) -> list[dict[str, Any]]:
     return found
 
 
-def outcomes(registry: CollectorRegistry, stage: str) -> dict[str, float]:
-    return {o: stage_count(registry, stage, o) for o in ("ok", "error", "cancelled")}
-
-
-def no_internal_errors(registry: CollectorRegistry) -> bool:
-    return all(
-        sample(registry, "ragwatch_internal_errors_total", component=c) == 0
-        for c in ("capture", "response", "stream", "tracing")
-    )
-
-
 # -- an async generator stage abandoned inside an async pipeline ------------------------------------------
 
 
@@ -95,11 +84,11 @@ def test_an_async_generator_stage_left_early_is_recorded_in_its_run(
     async def main() -> None:
         with contextlib.suppress(ValueError):
             await answer(QUESTION)
-        assert outcomes(registry, "request")["cancelled"] == 0  # the request itself was counted at its end
+        assert stage_outcomes(registry, "request")["cancelled"] == 0  # the request itself was counted at its end
         await asyncio.sleep(0.05)  # asyncio's aclose() of the abandoned generator has run by now
 
     asyncio.run(main())
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
     (run,) = seen  # before the fix: handed over without its generate stage, which landed later
     assert "generate" in run["durations"] and run["answer"] == "600 "
     assert run["outcome"] == ("error" if how == "raise" else "ok")
@@ -125,11 +114,11 @@ def test_an_async_generator_pipeline_closed_early_waits_for_its_stage(
         stream = answer(QUESTION)
         assert await stream.__anext__() == "600 "
         await stream.aclose()
-        assert outcomes(registry, "request") == {"ok": 0, "error": 0, "cancelled": 1}
+        assert stage_outcomes(registry, "request") == {"ok": 0, "error": 0, "cancelled": 1}
         await asyncio.sleep(0.05)
 
     asyncio.run(main())
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
     (run,) = seen  # before the fix: handed over at aclose(), its generate stage still open
     assert run["outcome"] == "cancelled" and "generate" in run["durations"] and run["answer"] == "600 "
     assert no_internal_errors(registry)
@@ -154,7 +143,7 @@ def test_a_sync_generator_stage_left_early_is_recorded_as_before(
     assert answer(QUESTION) == "600"
     (run,) = seen
     assert "generate" in run["durations"]
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
 
 
 # -- a stream that outlives its pipeline on purpose ---------------------------------------------------------
@@ -195,7 +184,7 @@ def test_a_stream_returned_in_a_streaming_response_lands_its_tokens_in_the_run(
     with TestClient(app) as client:
         response = client.get("/ask", params={"q": QUESTION})
     assert response.text == "600 CNY."
-    assert outcomes(registry, "request")["ok"] == 1 and outcomes(registry, "generate")["ok"] == 1
+    assert stage_outcomes(registry, "request")["ok"] == 1 and stage_outcomes(registry, "generate")["ok"] == 1
     (run,) = seen  # before the fix: handed over when answer() returned, with no generate stage and no tokens
     assert run["outcome"] == "ok" and run["answer"] == "600 CNY." and "generate" in run["durations"]
     assert run["usage"] is not None and run["usage"].output_tokens > 0
@@ -223,13 +212,13 @@ def test_a_stream_held_past_its_pipeline_hands_the_run_over_when_dropped(
         return first
 
     assert answer(QUESTION) == "600 "
-    assert outcomes(registry, "request")["ok"] == 1
+    assert stage_outcomes(registry, "request")["ok"] == 1
     assert seen == []  # still held: its stream may yet deliver the rest of the answer
     kept.clear()
     gc.collect()
     (run,) = seen
     assert "generate" in run["durations"] and run["answer"] == "600 "
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
     assert no_internal_errors(registry)
 
 
@@ -257,7 +246,7 @@ def test_a_run_is_handed_over_once_when_several_streams_end_after_it(
     assert seen == []
     assert list(kept[2]) == ["CNY", "."]
     (run,) = seen
-    assert outcomes(registry, "generate") == {"ok": 3, "error": 0, "cancelled": 0}
+    assert stage_outcomes(registry, "generate") == {"ok": 3, "error": 0, "cancelled": 0}
     assert run["usage"] is not None
     for stream in kept:
         assert list(stream) == []  # exhausted streams ending again hand nothing over
@@ -296,5 +285,5 @@ def test_streams_ending_in_other_threads_as_their_runs_end_hand_each_run_over_on
         thread.join()
     assert len(seen) == 50
     assert all("generate" in run["durations"] and run["answer"] == "600 CNY." for run in seen)
-    assert outcomes(registry, "generate") == {"ok": 50, "error": 0, "cancelled": 0}
+    assert stage_outcomes(registry, "generate") == {"ok": 50, "error": 0, "cancelled": 0}
     assert no_internal_errors(registry)

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from tests.conftest import Spans, sample, stage_count
+from tests.conftest import Spans, no_internal_errors, stage_outcomes
 from tests.openai_stub import OpenAIStub, stream_reply, usage_chat_reply
 from tests.servers import require_package
 
@@ -29,17 +29,6 @@ pytestmark = pytest.mark.usefixtures("close_openai_clients")
 MODEL = "gpt-4o-mini"
 MESSAGES = [{"role": "user", "content": "How much for hotels?"}]
 CHAT = f"chat {MODEL}"
-
-
-def outcomes(registry: CollectorRegistry, stage: str) -> dict[str, float]:
-    return {o: stage_count(registry, stage, o) for o in ("ok", "error", "cancelled")}
-
-
-def no_internal_errors(registry: CollectorRegistry) -> bool:
-    return all(
-        sample(registry, "ragwatch_internal_errors_total", component=c) == 0
-        for c in ("capture", "response", "stream", "tracing")
-    )
 
 
 def managers(client: Any) -> dict[str, Callable[[], Any]]:
@@ -68,7 +57,7 @@ def test_managers_never_entered_inside_a_pipeline_send_and_record_nothing(
 
     assert answer("How much for hotels?") == "no answer"
     assert stub.requests == []
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 0}
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 0}
     (run,) = runs
     assert run.outcome == "ok" and "generate" not in run.durations
 
@@ -94,9 +83,9 @@ def test_a_returned_manager_dropped_unentered_ends_its_run_cancelled(
     gc.collect()
     (run,) = runs  # before the fix: never handed over, its request stage never counted, its span never ended
     assert run.outcome == "cancelled" and run.error == "GeneratorExit"
-    assert outcomes(registry, "request") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert stage_outcomes(registry, "request") == {"ok": 0, "error": 0, "cancelled": 1}
     assert spans.named("rag svc").end_time is not None
-    assert stub.requests == [] and outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 0}
+    assert stub.requests == [] and stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 0}
     assert no_internal_errors(registry)
 
 
@@ -112,7 +101,7 @@ def test_a_decorated_llm_returning_a_manager_dropped_unentered_is_cancelled(
     manager = generate()
     del manager
     gc.collect()
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
     assert spans.named(CHAT).attributes["error.type"] == "GeneratorExit"  # type: ignore[index]
     assert stub.requests == []
 
@@ -152,7 +141,7 @@ def test_a_returned_manager_entered_later_records_its_generation_in_the_run(
         assert "".join(e.delta for e in stream if e.type == "content.delta") == "600 CNY."
     (run,) = runs
     assert run.outcome == "ok" and run.answer == "600 CNY." and "generate" in run.durations
-    assert outcomes(registry, "generate") == {"ok": 1, "error": 0, "cancelled": 0}
+    assert stage_outcomes(registry, "generate") == {"ok": 1, "error": 0, "cancelled": 0}
     assert spans.named(CHAT).parent.span_id == spans.named("rag svc").context.span_id  # type: ignore[union-attr]
     assert no_internal_errors(registry)
 
@@ -177,7 +166,7 @@ def test_a_streaming_response_dropped_unclosed_is_cancelled(
     assert answer("How much for hotels?") == "gave up"
     (run,) = runs  # before the fix: the generation never ended (no count, its span open for ever)
     assert "generate" in run.durations
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
     assert spans.named(CHAT).end_time is not None
     assert no_internal_errors(registry)
 
@@ -191,7 +180,7 @@ async def test_an_async_streaming_response_dropped_unclosed_is_cancelled(
     await response.http_response.aclose()
     del response
     gc.collect()
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
     await client.close()
 
 
@@ -217,7 +206,7 @@ def test_a_streaming_response_closed_before_it_was_read_is_cancelled(
 
     answer("How much for hotels?")
     (run,) = runs
-    assert outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}  # before the fix: ok
+    assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}  # before the fix: ok
     assert run.answer == ("600 " if stream else "gave up")  # what the stream delivered is kept
     assert no_internal_errors(registry)
 
@@ -237,4 +226,4 @@ def test_a_streaming_response_read_to_its_end_is_ok(
     create = client.chat.completions.with_streaming_response.create
     with create(model=MODEL, messages=MESSAGES, stream=True) as response:
         assert len(list(response.parse())) == 5
-    assert outcomes(registry, "generate") == {"ok": 2, "error": 0, "cancelled": 0}
+    assert stage_outcomes(registry, "generate") == {"ok": 2, "error": 0, "cancelled": 0}

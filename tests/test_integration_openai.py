@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from tests.conftest import Spans, sample, stage_count
+from tests.conftest import Spans, no_internal_errors, sample, stage_count
 from tests.openai_stub import (
     OpenAIStub,
     responses_reply,
@@ -37,13 +37,6 @@ def tokens(registry: CollectorRegistry, kind: str, source: str = "reported") -> 
 
 def cost(registry: CollectorRegistry, source: str = "reported") -> float:
     return sample(registry, "ragwatch_cost_usd_total", service="svc", model=MODEL, source=source)
-
-
-def no_internal_errors(registry: CollectorRegistry) -> bool:
-    return all(
-        sample(registry, "ragwatch_internal_errors_total", component=c) == 0
-        for c in ("capture", "response", "stream", "tracing")
-    )
 
 
 def assert_billed(registry: CollectorRegistry, inp: int, out: int, cached: int) -> None:
