@@ -89,6 +89,9 @@ RW_METRICS = "ragwatch (metrics only)"
 RW_SAMPLED = "ragwatch (tracing+metrics, all sampled)"
 SPAN_ONLY = "bare otel span x1"
 HAND_METRICS = "prom by hand (metrics only)"
+#: Metrics-only overhead target, as a ratio to Prometheus observes by hand in the same run (the machine's speed
+#: cancels out): the absolute target it replaces, 8 µs, over the 5.5 µs floor measured with it (1.45×).
+METRICS_ONLY_TARGET = 1.45
 
 
 # ------------------------------------------------------------------------------------------- workload
@@ -547,22 +550,20 @@ def report(variants: list[Variant], wall: float, batch: int, untimed: int) -> di
         f"tracing+metrics, every request sampled / baseline = {sampled:.2f}× "
         f"({sampled - full:+.2f}× over tracing+metrics unsampled: the sampling listener and its exemplars)"
     )
-    print(
-        f"metrics-only overhead over bare p50 = {metrics_only:.1f} µs (target ≤ 8 µs) "
-        f"{'PASS' if metrics_only <= 8 else 'FAIL'}"
-    )
     mean_over = stats[RW_METRICS]["mean_us"] - stats[BARE]["mean_us"]
     hand_mean_over = stats[HAND_METRICS]["mean_us"] - stats[BARE]["mean_us"]
+    hand_metrics = stats[HAND_METRICS]["overhead_p50_us"]
+    if hand_metrics > 0:
+        ratio = metrics_only / hand_metrics
+        print(
+            f"metrics-only overhead over bare p50 = {metrics_only:.1f} µs, {ratio:.2f}× the {hand_metrics:.1f} µs of"
+            f" Prometheus observes by hand in the same run (target ≤ {METRICS_ONLY_TARGET:.2f}×)"
+            f" {'PASS' if ratio <= METRICS_ONLY_TARGET else 'FAIL'}"
+        )
     print(
         f"(metrics-only overhead by the mean, garbage collection and other pauses included: ragwatch "
         f"{mean_over:.1f} µs, Prometheus by hand {hand_mean_over:.1f} µs)"
     )
-    hand_metrics = stats[HAND_METRICS]["overhead_p50_us"]
-    if hand_metrics > 0:
-        print(
-            f"(for reference: metrics-only overhead, ragwatch {metrics_only:.1f} µs vs Prometheus by hand "
-            f"{hand_metrics:.1f} µs = {metrics_only / hand_metrics:.2f}×)"
-        )
     if base_over > 0:
         print(
             f"(for reference: overhead-only ratio, ragwatch tracing+metrics vs baseline = {full_over / base_over:.2f}×)"
