@@ -222,6 +222,36 @@ def test_a_stream_held_past_its_pipeline_hands_the_run_over_when_dropped(
     assert no_internal_errors(registry)
 
 
+def test_close_hands_over_a_run_still_waiting_for_its_stream(
+    watched: ragwatch.RagWatch, registry: CollectorRegistry, seen: list[dict[str, Any]]
+) -> None:
+    """At shutdown a run must not be lost because a stream opened in it is still open: ``close()`` hands it
+    to the listeners as it is, and the stream ending afterwards does not hand it over a second time."""
+    rw = watched
+    kept: list[Any] = []
+
+    @rw.llm(model=MODEL)
+    def generate(question: str) -> Iterator[str]:
+        yield from DELTAS
+
+    @rw.pipeline
+    def answer(question: str) -> str:
+        stream = generate(question)
+        first = next(stream)
+        kept.append(stream)
+        return first
+
+    assert answer(QUESTION) == "600 "
+    assert seen == []
+    rw.close(timeout=1)
+    (run,) = seen  # handed over by close(), with what it had: the request, not yet the stream's stage
+    assert run["outcome"] == "ok" and "generate" not in run["durations"]
+    assert list(kept[0]) == ["CNY", "."]  # the host reads the rest after all
+    assert len(seen) == 1
+    assert stage_outcomes(registry, "generate") == {"ok": 1, "error": 0, "cancelled": 0}
+    assert no_internal_errors(registry)
+
+
 def test_a_run_is_handed_over_once_when_several_streams_end_after_it(
     watched: ragwatch.RagWatch, registry: CollectorRegistry, seen: list[dict[str, Any]]
 ) -> None:

@@ -321,7 +321,7 @@ def record_request(rw: CaptureHost, run: Run, elapsed: float, result: Any, exc: 
         run.error = type(exc).__qualname__
     elif run.answer is None and isinstance(result, str):
         run.answer = result
-    if run._streams and run.hold():  # read unlocked first: most runs open no stream
+    if run._streams and run.hold(rw):  # read unlocked first: most runs open no stream
         return
     if rw.listeners and run.rag:
         rw.run_ended(run)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -34,12 +35,19 @@ _FRAMEWORK_CALL: ContextVar[Any] = ContextVar("ragwatch_framework_call", default
 #: while its run ends. One lock for all runs: it is taken only by runs that opened a stream, a few times
 #: per stream, never per item.
 _HOLD = threading.Lock()
+#: Ended runs waiting for their streams, with the host that hands each over (:meth:`Run.hold`): its
+#: ``close()`` hands them over as they are (:func:`take_waiting`), so a sample the sampler was promised is not
+#: lost at shutdown because a stream was still open. Weak: a run whose stream is collected ends by itself.
+#: Changed outside ``_HOLD`` only (a change can allocate, and a collection then may run a stream's
+#: finaliser, which takes ``_HOLD``); who hands a run over is decided under it, by ``_held``.
+_WAITING: weakref.WeakKeyDictionary[Run, Any] = weakref.WeakKeyDictionary()
 
 
 class Run:
     """Facts about one request; filled in by the stage wrappers, read by listeners after it ends."""
 
     __slots__ = (
+        "__weakref__",
         "_chunks",
         "_held",
         "_streams",
@@ -141,14 +149,18 @@ class Run:
                     return
         streams.add(call)  # once made, the set stays: adding needs no lock (one step under the GIL)
 
-    def hold(self) -> bool:
+    def hold(self, host: Any = None) -> bool:
         """The run ended: True when streams opened in it are still open — the last of them to end hands
-        the run to the listeners (:meth:`release` says which); False: hand it over now."""
+        the run to the listeners (:meth:`release` says which), or ``host``'s ``close()`` does
+        (:func:`take_waiting`); False: hand it over now."""
+        _WAITING[self] = host  # before the lock (see _WAITING); undone below when nothing is open
         with _HOLD:
-            if self._streams:
+            held = bool(self._streams)
+            if held:
                 self._held = True
-                return True
-            return False
+        if not held:
+            _WAITING.pop(self, None)
+        return held
 
     def release(self, call: object) -> bool:
         """``call``, a stream opened in this run, ended: True when it is the last one an ended run waited
@@ -167,10 +179,28 @@ class Run:
             if streams or not self._held:
                 return False
             self._held = False
-            return True
+        _WAITING.pop(self, None)
+        return True
 
     def __repr__(self) -> str:
         return f"<Run service={self.service!r} trace_id={self.trace_id} outcome={self.outcome}>"
+
+
+def take_waiting(host: Any) -> list[Run]:
+    """The ended runs of ``host`` still waiting for a stream, which its caller now hands over as they are
+    (``close()``: a stream still open at shutdown must not cost its run's sample); a stream ending later
+    does not hand them over again."""
+    taken = []
+    for run, owner in list(_WAITING.items()):
+        if owner is not host:
+            continue
+        with _HOLD:
+            mine = run._held
+            run._held = False
+        _WAITING.pop(run, None)
+        if mine:
+            taken.append(run)
+    return taken
 
 
 def current_run() -> Run | None:

@@ -32,7 +32,8 @@ from ragwatch.capture.calls import (
 from ragwatch.capture.chunks import normalize_chunk
 from ragwatch.capture.instrument import instrument
 from ragwatch.capture.pricing import PricingTable
-from ragwatch.capture.run import Run
+from ragwatch.capture.record import hand_over
+from ragwatch.capture.run import Run, take_waiting
 from ragwatch.capture.stages import (
     EmbedStage,
     GenerateStage,
@@ -391,7 +392,13 @@ class RagWatch:
         return self.producer.flush(timeout) if self.producer is not None else True
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush and stop the background threads (the sender also flushes at interpreter exit)."""
+        """Flush and stop the background threads (the sender also flushes at interpreter exit). Runs still
+        waiting for a stream opened in them go to the listeners first, as they are."""
+        try:
+            for run in take_waiting(self):
+                hand_over(self, run)
+        except Exception as err:
+            self.guard.failed("capture", err)
         if self.producer is not None:
             self.producer.close(timeout)
         if self._feedback_writer is not None:
