@@ -16,6 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -250,6 +253,40 @@ def test_close_hands_over_a_run_still_waiting_for_its_stream(
     assert len(seen) == 1
     assert stage_outcomes(registry, "generate") == {"ok": 1, "error": 0, "cancelled": 0}
     assert no_internal_errors(registry)
+
+
+def test_interpreter_exit_hands_over_a_run_still_waiting_for_its_stream(tmp_path: Any) -> None:
+    """Without ``close()``: at interpreter exit the waiting run still reaches the listeners (before the
+    producer's own exit flush would send it), once."""
+    script = tmp_path / "host.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import ragwatch
+            from prometheus_client import CollectorRegistry
+
+            rw = ragwatch.RagWatch("svc", registry=CollectorRegistry(), tracing=False)
+            rw.add_listener(lambda run: print("handed", run.outcome, run.answer, flush=True))
+            kept = []
+
+            @rw.llm(model="gpt-4o-mini")
+            def generate(question):
+                yield from ("600 ", "CNY", ".")
+
+            @rw.pipeline
+            def answer(question):
+                stream = generate(question)
+                first = next(stream)
+                kept.append(stream)  # still open when the interpreter exits
+                return first
+
+            print("answered", answer("How much for hotels?"), flush=True)
+            """
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["answered 600 ", "handed ok 600 "]
 
 
 def test_a_run_is_handed_over_once_when_several_streams_end_after_it(

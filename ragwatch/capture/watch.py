@@ -43,6 +43,7 @@ from ragwatch.capture.stages import (
     Stage,
     _Degraded,
 )
+from ragwatch.forks import call_at_exit
 from ragwatch.guard import Guard
 from ragwatch.metrics.catalog import (
     MAX_MODELS,
@@ -278,6 +279,9 @@ class RagWatch:
         )
         if prescorer is not None:  # judged off the flusher thread, then sent with the producer's next batch
             prescorer.stage.deliver = producer.deliver
+        # at exit, before the producer's own flush (atexit runs the later registration first): runs still
+        # waiting for a stream reach the sampler, as close() does
+        call_at_exit(self._hand_over_waiting)
         decisions = (
             {
                 (sampled, reason): metrics.decisions.labels(self.service, "sampled" if sampled else "skipped", reason)
@@ -394,11 +398,7 @@ class RagWatch:
     def close(self, timeout: float | None = None) -> None:
         """Flush and stop the background threads (the sender also flushes at interpreter exit). Runs still
         waiting for a stream opened in them go to the listeners first, as they are."""
-        try:
-            for run in take_waiting(self):
-                hand_over(self, run)
-        except Exception as err:
-            self.guard.failed("capture", err)
+        self._hand_over_waiting()
         if self.producer is not None:
             self.producer.close(timeout)
         if self._feedback_writer is not None:
@@ -407,6 +407,14 @@ class RagWatch:
             self.scorer.stop()
         if self.mode_watcher is not None:
             self.mode_watcher.stop()
+
+    def _hand_over_waiting(self) -> None:
+        """Hand the runs still waiting for a stream opened in them to the listeners, as they are (once)."""
+        try:
+            for run in take_waiting(self):
+                hand_over(self, run)
+        except Exception as err:
+            self.guard.failed("capture", err)
 
     def __repr__(self) -> str:
         return f"RagWatch(service={self.service!r})"
