@@ -483,6 +483,34 @@ class SlowOrBroken:
         return None
 
 
+def test_a_filter_chosen_while_a_load_is_on_its_way_is_applied(browser: Any) -> None:
+    """A choice made while the page is still loading (a slow score source, or a refresh under way) used to be
+    dropped: the load in flight asked for the old filters, the new one was skipped, and the next refresh
+    never came while the focus stayed on the controls. Now the page loads again once the first load is back."""
+    from http.server import ThreadingHTTPServer
+
+    dashboard = Dashboard(SlowOrBroken(1.5, False), THRESHOLDS, POLICY, refresh_seconds=30.0, cache_seconds=0.0)
+    server = serve_worker_http(
+        Worker(open_queue("memory://slowf", "kb-qa"), []), 0, "127.0.0.1", CollectorRegistry(), dashboard=dashboard
+    )
+    assert isinstance(server, ThreadingHTTPServer)
+    try:
+        page = Page(browser, f"http://127.0.0.1:{server.server_port}/dashboard")
+        loads = page.js("window.ragwatch.loads")
+        page.page.click("button[data-range='24h']")  # a load of 1.5 s is now on its way
+        assert page.js("window.ragwatch.inflight") is True
+        page.page.fill("input[name=q]", "no such question")
+        page.page.click("button[name=apply]")  # the focus stays on the controls
+        page.wait("window.ragwatch.data.filters.text === 'no such question'", timeout=10)
+        assert page.js("window.ragwatch.loads") == loads + 2
+        assert "range=24h" in page.page.url and page.js("window.ragwatch.data.range.name") == "24h"
+        assert page.errors() == []
+        page.page.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.mark.parametrize("fail", [False, True])
 def test_a_slow_or_failing_json_is_shown(browser: Any, fail: bool) -> None:
     from http.server import ThreadingHTTPServer

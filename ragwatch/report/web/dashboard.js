@@ -34,7 +34,7 @@
   var FETCH_TIMEOUT_MS = 20000;
   var TZ = (Intl.DateTimeFormat().resolvedOptions().timeZone) || "local time";
 
-  var state = { charts: [], data: null, rendered: 0, error: null, page: 0, live: false, loads: 0,
+  var state = { charts: [], data: null, rendered: 0, error: null, page: 0, live: false, loads: 0, again: false,
     feedback: false, sent: {}, feedbackSent: 0, feedbackError: null };
   window.ragwatch = state;
 
@@ -320,7 +320,10 @@
     });
     history.replaceState(null, "", location.pathname + (q.toString() ? "?" + q.toString() : ""));
     state.page = 0;
-    poll(config());
+    // a load already on its way asks for the old range and filters: load again once it is back, or the
+    // choice would wait for the next refresh (which never comes while the focus stays on the controls)
+    if (state.inflight) state.again = true;
+    else poll(config());
   }
 
   function select(name, label, options, current) {
@@ -825,6 +828,10 @@
         clearInterval(ticker);
         if (timer) clearTimeout(timer);
         state.inflight = false;
+        if (state.again) {
+          state.again = false;
+          poll(cfg);
+        }
       });
   }
 
