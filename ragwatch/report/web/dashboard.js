@@ -323,7 +323,12 @@
     // a load already on its way asks for the old range and filters: load again once it is back, or the
     // choice would wait for the next refresh (which never comes while the focus stays on the controls)
     if (state.inflight) state.again = true;
-    else poll(config());
+    else poll(config(), true);
+  }
+
+  function choosing() {
+    var focus = document.activeElement;
+    return !!(focus && focus.closest && focus.closest(".controls"));
   }
 
   function select(name, label, options, current) {
@@ -799,7 +804,9 @@
     }
   }
 
-  function poll(cfg) {
+  // ``chosen``: this load follows the user's choice; a refresh's answer is not drawn while the user is
+  // choosing (the controls would be drawn again, losing what is being typed or picked)
+  function poll(cfg, chosen) {
     if (state.inflight) return;
     var url = location.pathname.replace(/\/+$/, "") + ".json" + location.search;  // range, filters, token
     var started = Date.now();
@@ -818,6 +825,7 @@
       })
       .then(function (data) {
         state.error = null;
+        if (!chosen && state.data && choosing()) return;
         render(data);
         liveStatus("live \u00b7 updated " + when(Date.now() / 1000) + " \u00b7 every " + cfg.refresh + " s", false);
       })
@@ -830,7 +838,7 @@
         state.inflight = false;
         if (state.again) {
           state.again = false;
-          poll(cfg);
+          poll(cfg, true);
         }
       });
   }
@@ -847,8 +855,7 @@
     if (cfg.live) {
       poll(cfg);
       setInterval(function () {
-        var focus = document.activeElement;
-        if (focus && focus.closest && focus.closest(".controls")) return;  // never redraw under a filter being typed
+        if (choosing()) return;  // never redraw under a filter being typed
         poll(cfg);
       }, Math.max(1, cfg.refresh) * 1000);
     } else {
