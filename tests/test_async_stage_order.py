@@ -195,13 +195,8 @@ def test_a_stream_returned_in_a_streaming_response_lands_its_tokens_in_the_run(
     assert no_internal_errors(registry)
 
 
-def test_a_stream_held_past_its_pipeline_hands_the_run_over_when_dropped(
-    watched: ragwatch.RagWatch, registry: CollectorRegistry, seen: list[dict[str, Any]]
-) -> None:
-    """The bound of the hold: a stream the host keeps unfinished holds its run only while it is alive;
-    collected, it ends as ``cancelled`` (with what it delivered) and the run goes to the listeners."""
-    rw = watched
-    kept: list[Any] = []
+def pipeline_keeping_its_stream(rw: ragwatch.RagWatch, kept: list[Any]) -> Any:
+    """A pipeline that reads the first item of its LLM stream, keeps the stream in ``kept`` and returns."""
 
     @rw.llm(model=MODEL)
     def generate(question: str) -> Iterator[str]:
@@ -213,6 +208,18 @@ def test_a_stream_held_past_its_pipeline_hands_the_run_over_when_dropped(
         first = next(stream)
         kept.append(stream)
         return first
+
+    return answer
+
+
+def test_a_stream_held_past_its_pipeline_hands_the_run_over_when_dropped(
+    watched: ragwatch.RagWatch, registry: CollectorRegistry, seen: list[dict[str, Any]]
+) -> None:
+    """The bound of the hold: a stream the host keeps unfinished holds its run only while it is alive;
+    collected, it ends as ``cancelled`` (with what it delivered) and the run goes to the listeners."""
+    rw = watched
+    kept: list[Any] = []
+    answer = pipeline_keeping_its_stream(rw, kept)
 
     assert answer(QUESTION) == "600 "
     assert stage_outcomes(registry, "request")["ok"] == 1
@@ -232,17 +239,7 @@ def test_close_hands_over_a_run_still_waiting_for_its_stream(
     to the listeners as it is, and the stream ending afterwards does not hand it over a second time."""
     rw = watched
     kept: list[Any] = []
-
-    @rw.llm(model=MODEL)
-    def generate(question: str) -> Iterator[str]:
-        yield from DELTAS
-
-    @rw.pipeline
-    def answer(question: str) -> str:
-        stream = generate(question)
-        first = next(stream)
-        kept.append(stream)
-        return first
+    answer = pipeline_keeping_its_stream(rw, kept)
 
     assert answer(QUESTION) == "600 "
     assert seen == []

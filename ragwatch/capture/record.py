@@ -323,13 +323,12 @@ def record_request(rw: CaptureHost, run: Run, elapsed: float, result: Any, exc: 
         run.answer = result
     if run._streams and run.hold(rw):  # read unlocked first: most runs open no stream
         return
-    if rw.listeners and run.rag:
-        rw.run_ended(run)
+    hand_over(rw, run)
 
 
 def hand_over(rw: CaptureHost, run: Run) -> None:
-    """Hand an ended run to the listeners once the last stream it waited for ended (:meth:`Run.release`
-    said so), as :func:`record_request` would have at its end."""
+    """Hand an ended run to the listeners if it is a RAG request: at its end (:func:`record_request`), or
+    once the last stream it waited for ended (:meth:`Run.release` said so)."""
     if rw.listeners and run.rag:
         rw.run_ended(run)
 
