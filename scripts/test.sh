@@ -101,9 +101,26 @@ openai_like_tests() {
 
 phase "system packages" system_packages
 phase "python packages" python_packages
+# The second venv is mostly pip waiting on the index: it is built in the background while mypy and the docs
+# build use the CPU, and its output is shown when it is waited for.
+venv_log=$(mktemp)
+(
+  rc=0
+  phase "openai-like venv" openai_like_venv || rc=$?
+  echo "${timings[-1]}" >"$venv_log.time"  # the subshell's timings do not reach this shell's summary
+  exit $rc
+) >"$venv_log" 2>&1 &
+venv_pid=$!
 phase "lint" lint
 phase "mypy" .venv/bin/mypy  # the package, configured in pyproject.toml
 phase "docs" docs
-phase "openai-like venv" openai_like_venv
+venv_rc=0
+wait "$venv_pid" || venv_rc=$?
+cat "$venv_log" >&2
+timings+=("$(cat "$venv_log.time") (beside lint, mypy, docs)")
+rm -f "$venv_log" "$venv_log.time"
+[ "$venv_rc" -eq 0 ] || exit "$venv_rc"
 phase "openai-like test" openai_like_tests  # before the main suite, whose closing line stays the last
-phase "pytest" .venv/bin/python -m pytest "$@"
+# One pytest worker per core (pytest-xdist), each test file on one worker so module fixtures start once;
+# RAGWATCH_TEST_WORKERS=0 runs the suite in this process (e.g. to use a debugger).
+phase "pytest" .venv/bin/python -m pytest -n "${RAGWATCH_TEST_WORKERS:-auto}" --dist loadfile "$@"
