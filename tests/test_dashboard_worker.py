@@ -5,7 +5,11 @@ one 20k read was 33.5 MB, and 8 concurrent readers took a worker to 1,001 MiB)."
 from __future__ import annotations
 
 import json
+import logging
+import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +17,7 @@ import httpx
 import orjson
 import pytest
 import redis
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from ragwatch.metrics.catalog import DashboardMetrics
 from ragwatch.queue.factory import open_queue
@@ -165,3 +169,60 @@ def test_a_reader_that_goes_away_frees_its_slot(stored: Any) -> None:
         assert complete.status_code == 200 and len(complete.text.splitlines()) == MAX_COUNT
     finally:
         stop(server)
+
+
+class _BrokenPage:
+    """Stands in for a dashboard whose page raises: an endpoint bug, not a reader going away."""
+
+    feedback_path = "/dashboard/feedback"
+
+    def serve(self, *args: Any) -> None:
+        raise RuntimeError("endpoint bug")
+
+
+def _reset_after(port: int, request: bytes) -> None:
+    """Send ``request`` and close with a TCP reset before the reply is read (SO_LINGER 0)."""
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        conn.sendall(request)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def test_readers_that_go_away_and_endpoint_errors_are_logged_not_printed(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A scrape reset mid-reply (Prometheus past its timeout) printed a bare socketserver traceback on the
+    worker's stderr for every reset; it is a debug line now, and an endpoint that raises is logged with its
+    traceback. Either way the server answers the next request."""
+    registry = CollectorRegistry()
+    big = Counter("ragwatch_test_series_total", "many series: a reply far larger than the socket buffer", ["n"])
+    registry.register(big)
+    for i in range(2_000):
+        big.labels(str(i)).inc()
+    server = serve_worker_http(Worker(open_queue(None, SERVICE), []), 0, "127.0.0.1", registry)
+    broken = serve_worker_http(
+        Worker(open_queue(None, SERVICE), []),
+        0,
+        "127.0.0.1",
+        CollectorRegistry(),
+        dashboard=_BrokenPage(),  # type: ignore[arg-type]
+    )
+    caplog.set_level(logging.DEBUG, logger="ragwatch.scoring.health")
+    try:
+        for _ in range(5):
+            _reset_after(server.server_port, b"GET /metrics HTTP/1.1\r\nHost: w\r\n\r\n")
+        with pytest.raises(httpx.RemoteProtocolError):  # the failing endpoint closes without a reply
+            httpx.get(f"http://127.0.0.1:{broken.server_port}/dashboard", timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("went away" in r.getMessage() for r in caplog.records):
+            time.sleep(0.05)
+        assert httpx.get(f"http://127.0.0.1:{server.server_port}/livez", timeout=10).status_code == 200
+    finally:
+        for each in (server, broken):
+            each.shutdown()
+            each.server_close()
+    went_away = [r for r in caplog.records if "went away" in r.getMessage()]
+    assert went_away and all(r.levelno == logging.DEBUG for r in went_away)
+    failed = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].levelno == logging.ERROR
+    assert failed[0].exc_info is not None and "endpoint bug" in str(failed[0].exc_info[1])
+    assert "Traceback" not in capfd.readouterr().err

@@ -12,6 +12,8 @@ again and again (see :func:`stall_seconds`).
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +33,26 @@ __all__ = ["llm_worst_case_seconds", "serve_worker_http", "stall_seconds"]
 _LLM_JUDGES = ("llm", "cascade")
 #: The LLM judge's default backoff cap (seconds between retries at most).
 _BACKOFF_CAP = 20.0
+
+logger = logging.getLogger(__name__)
+
+
+class _Server(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` whose request errors go to logging, not to ``stderr`` as a bare traceback.
+
+    A reader that goes away mid-reply (a Prometheus scrape past its timeout, a closed browser tab) is
+    ordinary: debug. Anything else is a bug in an endpoint: logged with its traceback, and the server goes
+    on serving the next request, as before.
+    """
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            logger.debug("worker HTTP: %s went away mid-request (%s)", client_address[0], type(error).__name__)
+        else:
+            logger.exception("worker HTTP: a request from %s failed", client_address[0])
 
 
 def llm_worst_case_seconds(timeout: float, max_retries: int, backoff_cap: float = _BACKOFF_CAP) -> float:
@@ -127,7 +149,6 @@ def serve_worker_http(
         def log_message(self, format: str, *args: Any) -> None:  # quiet: probes hit these every few seconds
             pass
 
-    server = ThreadingHTTPServer((addr, port), Handler)
-    server.daemon_threads = True
+    server = _Server((addr, port), Handler)
     threading.Thread(target=server.serve_forever, name="ragwatch-worker-http", daemon=True).start()
     return server
