@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Callable
@@ -105,6 +106,14 @@ class RedisServer:
 
 
 # -- TLS, Sentinel and Cluster deployments -----------------------------------------------------------------
+
+
+def reset_after(port: int, request: bytes) -> None:
+    """Send ``request`` to a server on loopback and close with a TCP reset before the reply is read
+    (``SO_LINGER`` 0): a client that goes away mid-reply, such as a Prometheus scrape past its timeout."""
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        conn.sendall(request)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 def wait_ready(port: int, proc: subprocess.Popen[Any] | None = None, timeout: float = 30.0) -> None:

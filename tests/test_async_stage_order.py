@@ -195,6 +195,11 @@ def test_a_stream_returned_in_a_streaming_response_lands_its_tokens_in_the_run(
     assert no_internal_errors(registry)
 
 
+def waiting(registry: CollectorRegistry) -> float | None:
+    """``ragwatch_runs_waiting_for_streams`` of the service: ended runs held for a stream."""
+    return registry.get_sample_value("ragwatch_runs_waiting_for_streams", {"service": "svc"})
+
+
 def pipeline_keeping_its_stream(rw: ragwatch.RagWatch, kept: list[Any]) -> Any:
     """A pipeline that reads the first item of its LLM stream, keeps the stream in ``kept`` and returns."""
 
@@ -224,9 +229,11 @@ def test_a_stream_held_past_its_pipeline_hands_the_run_over_when_dropped(
     assert answer(QUESTION) == "600 "
     assert stage_outcomes(registry, "request")["ok"] == 1
     assert seen == []  # still held: its stream may yet deliver the rest of the answer
+    assert waiting(registry) == 1  # and visible as held
     kept.clear()
     gc.collect()
     (run,) = seen
+    assert waiting(registry) == 0
     assert "generate" in run["durations"] and run["answer"] == "600 "
     assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
     assert no_internal_errors(registry)
@@ -242,9 +249,10 @@ def test_close_hands_over_a_run_still_waiting_for_its_stream(
     answer = pipeline_keeping_its_stream(rw, kept)
 
     assert answer(QUESTION) == "600 "
-    assert seen == []
+    assert seen == [] and waiting(registry) == 1
     rw.close(timeout=1)
     (run,) = seen  # handed over by close(), with what it had: the request, not yet the stream's stage
+    assert waiting(registry) == 0
     assert run["outcome"] == "ok" and "generate" not in run["durations"]
     assert list(kept[0]) == ["CNY", "."]  # the host reads the rest after all
     assert len(seen) == 1
@@ -307,9 +315,10 @@ def test_a_run_is_handed_over_once_when_several_streams_end_after_it(
     answer(QUESTION)
     for stream in kept[:2]:
         assert list(stream) == ["CNY", "."]
-    assert seen == []
+    assert seen == [] and waiting(registry) == 1  # one run, however many streams hold it
     assert list(kept[2]) == ["CNY", "."]
     (run,) = seen
+    assert waiting(registry) == 0
     assert stage_outcomes(registry, "generate") == {"ok": 3, "error": 0, "cancelled": 0}
     assert run["usage"] is not None
     for stream in kept:
@@ -348,6 +357,7 @@ def test_streams_ending_in_other_threads_as_their_runs_end_hand_each_run_over_on
     for thread in threads:
         thread.join()
     assert len(seen) == 50
+    assert waiting(registry) == 0  # every run held was handed over, and counted back
     assert all("generate" in run["durations"] and run["answer"] == "600 CNY." for run in seen)
     assert stage_outcomes(registry, "generate") == {"ok": 50, "error": 0, "cancelled": 0}
     assert no_internal_errors(registry)

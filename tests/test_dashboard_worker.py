@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ import httpx
 import orjson
 import pytest
 import redis
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from ragwatch.metrics.catalog import DashboardMetrics
 from ragwatch.queue.factory import open_queue
@@ -29,6 +27,7 @@ from ragwatch.scoring.worker import Worker
 from ragwatch.settings import load_settings
 from tests.conftest import sample
 from tests.scored import scored_records
+from tests.servers import reset_after
 
 SERVICE = "dash-worker"
 TOKEN = "worker-dashboard-token"
@@ -180,25 +179,13 @@ class _BrokenPage:
         raise RuntimeError("endpoint bug")
 
 
-def _reset_after(port: int, request: bytes) -> None:
-    """Send ``request`` and close with a TCP reset before the reply is read (SO_LINGER 0)."""
-    with socket.create_connection(("127.0.0.1", port)) as conn:
-        conn.sendall(request)
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-
-
 def test_readers_that_go_away_and_endpoint_errors_are_logged_not_printed(
     capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     """A scrape reset mid-reply (Prometheus past its timeout) printed a bare socketserver traceback on the
     worker's stderr for every reset; it is a debug line now, and an endpoint that raises is logged with its
     traceback. Either way the server answers the next request."""
-    registry = CollectorRegistry()
-    big = Counter("ragwatch_test_series_total", "many series: a reply far larger than the socket buffer", ["n"])
-    registry.register(big)
-    for i in range(2_000):
-        big.labels(str(i)).inc()
-    server = serve_worker_http(Worker(open_queue(None, SERVICE), []), 0, "127.0.0.1", registry)
+    server = serve_worker_http(Worker(open_queue(None, SERVICE), []), 0, "127.0.0.1", CollectorRegistry())
     broken = serve_worker_http(
         Worker(open_queue(None, SERVICE), []),
         0,
@@ -209,7 +196,7 @@ def test_readers_that_go_away_and_endpoint_errors_are_logged_not_printed(
     caplog.set_level(logging.DEBUG, logger="ragwatch.scoring.health")
     try:
         for _ in range(5):
-            _reset_after(server.server_port, b"GET /metrics HTTP/1.1\r\nHost: w\r\n\r\n")
+            reset_after(server.server_port, b"GET /metr")  # reset while the server reads the request line
         with pytest.raises(httpx.RemoteProtocolError):  # the failing endpoint closes without a reply
             httpx.get(f"http://127.0.0.1:{broken.server_port}/dashboard", timeout=10)
         deadline = time.monotonic() + 10

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import ragwatch
 from ragwatch.metrics.exposition import start_metrics_server
+from tests.servers import reset_after
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,6 +58,27 @@ def test_standalone_metrics_server(registry: CollectorRegistry) -> None:
     count = "ragwatch_stage_duration_seconds_count"
     assert scrape_value(body, count, service="standalone", stage="request", outcome="ok") == 3
     assert scrape_value(body, "ragwatch_build_info", version=ragwatch.__version__) == 1
+
+
+def test_a_scrape_that_goes_away_is_a_debug_line_not_a_traceback_on_the_hosts_stderr(
+    registry: CollectorRegistry, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """prometheus_client's server prints a bare traceback on stderr for every scrape reset mid-request (a
+    Prometheus past its timeout): in the host's own logs. ``start_metrics_server`` logs it at debug."""
+    caplog.set_level(logging.DEBUG, logger="ragwatch.metrics.exposition")
+    server, _ = start_metrics_server(0, "127.0.0.1", registry)
+    try:
+        for _ in range(5):
+            reset_after(server.server_port, b"GET /metr")  # reset while the server reads the request line
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("went away" in r.getMessage() for r in caplog.records):
+            time.sleep(0.05)
+        assert httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).status_code == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert any("went away" in r.getMessage() and r.levelno == logging.DEBUG for r in caplog.records)
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_metrics_port_setting_starts_the_server(registry: CollectorRegistry, monkeypatch: pytest.MonkeyPatch) -> None:

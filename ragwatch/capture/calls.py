@@ -21,6 +21,7 @@ from ragwatch.capture.record import (
     _STREAM_TYPES,
     _outcome,
     candidates_of,
+    count_waiting,
     hand_over,
     is_stream,
     open_run,
@@ -51,6 +52,7 @@ __all__ = [
     "PipelineCall",
     "RerankCall",
     "RetrieveCall",
+    "RunStreamCall",
     "ToolCall",
 ]
 
@@ -197,6 +199,7 @@ class Call:
         if run is not None and run._streams:  # a stream of its run's: the last to end after the run hands it over
             try:
                 if run.release(self):
+                    count_waiting(self.rw, -1)
                     hand_over(self.rw, run)
             except Exception as err:
                 self.rw.guard.failed("capture", err)
@@ -280,6 +283,40 @@ class PipelineCall(Call):
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         if self.run is not None:
             record_request(self.rw, self.run, elapsed, result, exc)
+
+
+class RunStreamCall(Call):
+    """A stream that belongs to a run without being a stage of its own: a framework's answer whose LLM is
+    called only as it is read (LlamaIndex's streamed query inside a watched pipeline, which returns it).
+
+    Followed as a stream, it makes its run current around each step, so the calls the stream makes join
+    the run even when it is read after the pipeline returned, and the run waits for its end before it
+    reaches the listeners (:meth:`Call.streaming`). It records nothing itself: its steps do."""
+
+    __slots__ = ("_run_token",)
+
+    def __init__(self, rw: CaptureHost, run: Run) -> None:
+        self.rw = rw
+        self.run = run
+        self.span = self._ctx_token = None
+        self._run_token: object | None = None
+        self._ended = False
+        self.active = True
+        self.start = _perf()
+
+    def activate(self) -> None:
+        self._run_token = _RUN.set(self.run)
+
+    def deactivate(self) -> None:
+        token, self._run_token = self._run_token, None
+        if token is not None:
+            try:
+                _RUN.reset(token)  # type: ignore[arg-type]
+            except Exception as exc:  # reset in another context than set (a stream moved between tasks)
+                self.rw.guard.failed("capture", exc)
+
+    def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
+        """Nothing: the stream's generation was recorded by its own call."""
 
 
 class RetrieveCall(Call):

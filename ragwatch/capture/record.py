@@ -322,8 +322,17 @@ def record_request(rw: CaptureHost, run: Run, elapsed: float, result: Any, exc: 
     elif run.answer is None and isinstance(result, str):
         run.answer = result
     if run._streams and run.hold(rw):  # read unlocked first: most runs open no stream
+        count_waiting(rw, 1)
         return
     hand_over(rw, run)
+
+
+def count_waiting(rw: CaptureHost, change: int) -> None:
+    """Move ``ragwatch_runs_waiting_for_streams``: a run held for its streams (+1), handed over after (-1).
+    A stream the host keeps open and never finishes holds its run that long; the gauge shows it."""
+    metrics = rw.metrics
+    if metrics is not None:
+        metrics.runs_waiting.labels(rw.service).inc(change)
 
 
 def hand_over(rw: CaptureHost, run: Run) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
+from langchain_core.runnables.config import var_child_runnable_config
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
@@ -81,11 +82,14 @@ class _Callbacks:
         self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         try:
-            if parent_run_id is not None:
-                root = self._roots.get(parent_run_id.int)
-                if root is not None:  # else a chain inside a step we do not follow (a tool, a model)
+            parent = parent_run_id.int if parent_run_id is not None else _context_parent()
+            if parent is not None:
+                root = self._roots.get(parent)
+                if root is not None:
                     self._roots[run_id.int] = root
-                return
+                    return
+                if parent_run_id is not None:  # a chain inside a step we do not follow (a tool, a model)
+                    return
             key = run_id.int
             question = _question(inputs)
             self._roots[key] = _Root(PipelineCall(self._rw, question=question), key, question is not None)
@@ -99,6 +103,9 @@ class _Callbacks:
             if root is not None and root.key == key:
                 if not root.asked:  # a stream's input arrives with its end: the user's question, not a rewrite
                     _ask(root.call.run, _question(kwargs.get("inputs")), root.call.owner)
+                    if self._hold_for_steps(root):  # closed by its consumer: LangChain reports an end
+                        root.call.finish(_answer(outputs), GeneratorExit())
+                        return
                 root.call.finish(_answer(outputs), None)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
@@ -108,6 +115,7 @@ class _Callbacks:
             key = run_id.int
             root = self._roots.pop(key, None)
             if root is not None and root.key == key:
+                self._hold_for_steps(root)
                 root.call.finish(None, error)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
@@ -123,7 +131,7 @@ class _Callbacks:
         **kwargs: Any,
     ) -> None:
         try:
-            parent = parent_run_id.int if parent_run_id is not None else None
+            parent = parent_run_id.int if parent_run_id is not None else _context_parent()
             root = self._roots.get(parent) if parent is not None else None
             outer = self._calls.get(parent) if parent is not None and root is None else None
             if type(outer) is RetrieveCall:  # a retriever around a retriever (ContextualCompressionRetriever):
@@ -173,7 +181,8 @@ class _Callbacks:
         **kwargs: Any,
     ) -> None:
         try:
-            root = self._roots.get(parent_run_id.int) if parent_run_id is not None else None
+            parent = parent_run_id.int if parent_run_id is not None else _context_parent()
+            root = self._roots.get(parent) if parent is not None else None
             if root is None:
                 return
             key = run_id.int
@@ -268,7 +277,8 @@ class _Callbacks:
     def _model_start(
         self, prompt: list[str], run_id: UUID, parent_run_id: UUID | None, metadata: Any, params: Any
     ) -> None:
-        root = self._roots.get(parent_run_id.int) if parent_run_id is not None else None
+        parent = parent_run_id.int if parent_run_id is not None else _context_parent()
+        root = self._roots.get(parent) if parent is not None else None
         model, provider = _model_of(metadata, params)
         span = root.call.span if root is not None else None
         if span is None:
@@ -283,6 +293,24 @@ class _Callbacks:
             call.run = root.call.run
         self._calls[run_id.int] = call
         enter_framework_call(call)  # the openai SDK call the model makes is this generation
+
+    def _hold_for_steps(self, root: _Root) -> bool:
+        """True when steps of ``root`` are still running as it ends. At a stream's end only a consumer that
+        stopped reading causes it: LangChain swallows the ``GeneratorExit`` of a sync stream, reports the
+        chain's end, then drains the model's stream for its trace. At an error: an async stream closed early
+        (the chain's error comes before its model's), a parallel branch still running when another failed.
+        The running steps' calls then hold the run's hand-over (:meth:`Call.streaming`), so the listeners
+        get it with the generation's model, tokens and cost, not before them. Only a stream's end and an
+        error pay for the look (the calls running now, then the chains)."""
+        if not root.call.owner:  # joined an outer run: its owner ends it
+            return False
+        run = root.call.run
+        open_steps = False
+        for call in list(self._calls.values()):  # copied in C: other threads' steps may end meanwhile
+            if call.run is run:
+                call.streaming()
+                open_steps = True
+        return open_steps or root in list(self._roots.values())  # one of its chains (by identity, in C)
 
     def _step_error(self, error: BaseException, run_id: UUID) -> None:
         try:
@@ -332,6 +360,7 @@ class AsyncRagwatchCallbackHandler(AsyncCallbackHandler):
         self._tool_retrievals: set[int] = set()
 
     _model_start = _Callbacks._model_start
+    _hold_for_steps = _Callbacks._hold_for_steps
     _step_error = _Callbacks._step_error
     _tool_done = _Callbacks._tool_done
     on_chain_start = _async("on_chain_start")
@@ -388,6 +417,20 @@ def uninstrument(installed: Instrumented) -> None:
 
 
 # --------------------------------------------------------------------------------------------- internals
+
+
+def _context_parent() -> int | None:
+    """The run id (as int) of the step a callback without a parent runs in, from LangChain's context.
+
+    A step invoked with the caller's own ``config={"callbacks": [...]}`` starts without a parent run:
+    each attempt of ``with_fallbacks``'s ``invoke``/``ainvoke`` (LangChain passes the caller's config on),
+    a retriever invoked with the handler inside a ``RunnableLambda``. LangChain still sets the step's
+    child config in a context variable, whose callback manager names the step it runs in."""
+    config = var_child_runnable_config.get()
+    if not config:
+        return None
+    parent = getattr(config.get("callbacks"), "parent_run_id", None)
+    return parent.int if isinstance(parent, UUID) else None
 
 
 def _question(inputs: Any) -> str | None:

@@ -53,7 +53,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from pydantic import PrivateAttr
 
-from ragwatch.capture.calls import Call, EmbedCall, GenerateCall, PipelineCall, RetrieveCall, ToolCall
+from ragwatch.capture.calls import Call, EmbedCall, GenerateCall, PipelineCall, RetrieveCall, RunStreamCall, ToolCall
 from ragwatch.capture.record import gather_retrieved, is_stream, record_rerank
 from ragwatch.capture.responses import extract_model, extract_usage
 from ragwatch.capture.run import _RUN, enter_framework_call
@@ -202,7 +202,7 @@ class _Tracker:
             return
         self._step_failed(span_id, err)
 
-    def abandoned(self, call: PipelineCall) -> None:
+    def abandoned(self, call: Call) -> None:
         """The proxy of ``call``'s streamed answer was collected: if the host dropped it before the end, its
         run ends as ``cancelled`` (``GeneratorExit``, as a stream closed early), after the generation still
         open in it, which is forgotten. A no-op for a stream read to its end. Runs in whichever thread
@@ -314,6 +314,7 @@ class _Tracker:
     def _query_end(self, span_id: str, response: Any, exc: BaseException | None) -> None:
         query = self._queries.pop(span_id, None)
         if query is None:
+            self._joined_query_end(response, exc)
             return
         query.call.deactivate()
         query.ended = True
@@ -331,6 +332,15 @@ class _Tracker:
         query.answer = answer if isinstance(answer, str) else None
         if query.open == 0:
             self._finish(query)
+
+    def _joined_query_end(self, response: Any, exc: BaseException | None) -> None:
+        """A query that joined the run current around it (a watched pipeline's, a middleware run's) ended.
+        A streamed answer calls its LLM only as it is read, which may be after the pipeline returned it: its
+        generator, proxied, keeps that run current around each step and holds the run until it ends."""
+        run = _RUN.get()
+        gen = getattr(response, "response_gen", None)
+        if exc is None and run is not None and gen is not None and is_stream(gen):
+            response.response_gen = follow(gen, RunStreamCall(self.rw, run), self)
 
     def _finish(self, query: _Query) -> None:
         """End a query's (chat turn's, agent run's) run with the answer the user reads: an agent's final

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ragwatch.capture.streams import AsyncStream, SyncStream, proxy_stream
 
 if TYPE_CHECKING:
-    from ragwatch.capture.calls import PipelineCall
+    from ragwatch.capture.calls import Call
 
 __all__ = ["Abandoned", "follow"]
 
@@ -29,10 +29,10 @@ __all__ = ["Abandoned", "follow"]
 class Abandoned(Protocol):
     """What ends a run whose streamed answer was dropped (the handler's tracker)."""
 
-    def abandoned(self, call: PipelineCall) -> None: ...
+    def abandoned(self, call: Call) -> None: ...
 
 
-def follow(stream: Any, call: PipelineCall, tracker: Abandoned) -> Any:
+def follow(stream: Any, call: Call, tracker: Abandoned) -> Any:
     """``stream`` proxied for ``call``'s run: current around each step, ended when drained, closed, or
     collected unread."""
     cls = type(stream)
@@ -48,7 +48,7 @@ class _Finalised:
     tracker the answer is gone, which ends the run's open generation too (a no-op once the run ended)."""
 
     __slots__ = ()
-    _call: Any  # the proxy's: the PipelineCall it was made for
+    _call: Any  # the proxy's: the call it was made for (a query's PipelineCall, or a RunStreamCall)
     _tracker: Abandoned
 
     def _abandon(self) -> None:
@@ -58,7 +58,7 @@ class _Finalised:
 class _SyncAnswer(_Finalised, SyncStream):
     __slots__ = ("_tracker",)
 
-    def __init__(self, stream: Any, call: PipelineCall, tracker: Abandoned) -> None:
+    def __init__(self, stream: Any, call: Call, tracker: Abandoned) -> None:
         self._tracker = tracker
         SyncStream.__init__(self, stream, call)
 
@@ -66,6 +66,6 @@ class _SyncAnswer(_Finalised, SyncStream):
 class _AsyncAnswer(_Finalised, AsyncStream):
     __slots__ = ("_tracker",)
 
-    def __init__(self, stream: Any, call: PipelineCall, tracker: Abandoned) -> None:
+    def __init__(self, stream: Any, call: Call, tracker: Abandoned) -> None:
         self._tracker = tracker
         AsyncStream.__init__(self, stream, call)

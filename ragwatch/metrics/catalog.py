@@ -52,6 +52,7 @@ COST = "ragwatch_cost_usd"
 RETRIEVED_CHUNKS = "ragwatch_retrieved_chunks"
 UNPRICED = "ragwatch_unpriced_calls"
 INTERNAL_ERRORS = "ragwatch_internal_errors"
+RUNS_WAITING = "ragwatch_runs_waiting_for_streams"
 PROBE_HEADERS = "ragwatch_probe_headers"
 DASHBOARD_REQUESTS = "ragwatch_dashboard_requests"
 FEEDBACK = "ragwatch_feedback"
@@ -102,6 +103,7 @@ METRIC_NAMES: frozenset[str] = frozenset(
         DASHBOARD_REQUESTS + "_total",
         FEEDBACK + "_total",
         INTERNAL_ERRORS + "_total",
+        RUNS_WAITING,
         BUILD_INFO,
         SAMPLING_DECISIONS + "_total",
         SAMPLES_SENT + "_total",
@@ -236,6 +238,14 @@ class CaptureMetrics:
             "Errors inside ragwatch itself, swallowed so the host never sees them (fail open).",
             ["component"],
             registry=registry,
+        )
+        self.runs_waiting = Gauge(
+            RUNS_WAITING,
+            "Ended requests waiting for a stream opened in them (a StreamingResponse still being read, a stream "
+            "kept by the host) before they reach sampling and the windows.",
+            ["service"],
+            registry=registry,
+            multiprocess_mode="livesum",
         )
         self.build_info = Gauge(
             BUILD_INFO,

@@ -9,19 +9,25 @@ gunicorn, call :func:`mark_process_dead` from the ``child_exit`` hook.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, make_asgi_app, multiprocess, start_http_server
 
 __all__ = [
     "MetricsApp",
+    "log_errors",
+    "log_request_error",
     "mark_process_dead",
     "metrics_asgi_app",
     "metrics_registry",
     "multiprocess_enabled",
     "start_metrics_server",
 ]
+
+logger = logging.getLogger(__name__)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -66,8 +72,30 @@ def start_metrics_server(
     port: int = 0, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None
 ) -> tuple[Any, Any]:
     """Serve ``/metrics`` from a daemon thread; returns ``(server, thread)``. ``port=0`` picks a free one
-    (read it from ``server.server_port``)."""
-    return start_http_server(port, addr, metrics_registry(registry))
+    (read it from ``server.server_port``). A scrape that goes away mid-reply is a debug log line, not a
+    traceback on the host's stderr (:func:`log_request_error`)."""
+    server, thread = start_http_server(port, addr, metrics_registry(registry))
+    log_errors(server, "metrics HTTP")
+    return server, thread
+
+
+def log_errors(server: Any, where: str) -> None:
+    """Make a ``socketserver`` server (prometheus_client's ``start_http_server`` returns one) report its
+    request errors through :func:`log_request_error`."""
+    server.handle_error = lambda request, client_address: log_request_error(client_address, where)
+
+
+def log_request_error(client_address: Any, where: str, log: logging.Logger = logger) -> None:
+    """A ``socketserver`` ``handle_error`` that logs instead of printing a bare traceback on ``stderr`` (its
+    default): a reader that went away mid-request (a Prometheus scrape past its timeout, a closed browser
+    tab) is ordinary, a debug line; any other error is a bug in an endpoint, logged with its traceback.
+    Called inside the ``except`` of the server's request thread; the server serves the next request."""
+    error = sys.exc_info()[1]
+    peer = client_address[0] if isinstance(client_address, tuple) and client_address else client_address
+    if isinstance(error, (ConnectionError, TimeoutError)):
+        log.debug("%s: %s went away mid-request (%s)", where, peer, type(error).__name__)
+    else:
+        log.exception("%s: a request from %s failed", where, peer)
 
 
 def mark_process_dead(pid: int) -> None:

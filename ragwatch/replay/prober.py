@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
 
 from ragwatch.metrics.catalog import ReplayMetrics
+from ragwatch.metrics.exposition import log_errors
 from ragwatch.replay.client import ProbeResult, probe_all
 from ragwatch.replay.options import ReplayOptions
 from ragwatch.replay.source import Question, load_golden, traffic_questions
@@ -152,6 +153,7 @@ def run(
     port = None
     if options.metrics_port is not None:
         server, _thread = start_http_server(options.metrics_port, options.metrics_addr, registry)
+        log_errors(server, "replay metrics HTTP")
         port = int(server.server_port)
         log.info("replay metrics on %s:%d/metrics", options.metrics_addr, port)
         if on_server is not None:

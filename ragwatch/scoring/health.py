@@ -13,7 +13,6 @@ again and again (see :func:`stall_seconds`).
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from ragwatch.metrics.exposition import metrics_registry
+from ragwatch.metrics.exposition import log_request_error, metrics_registry
 
 if TYPE_CHECKING:
     from ragwatch.report.dashboard import Dashboard
@@ -38,21 +37,13 @@ logger = logging.getLogger(__name__)
 
 
 class _Server(ThreadingHTTPServer):
-    """``ThreadingHTTPServer`` whose request errors go to logging, not to ``stderr`` as a bare traceback.
-
-    A reader that goes away mid-reply (a Prometheus scrape past its timeout, a closed browser tab) is
-    ordinary: debug. Anything else is a bug in an endpoint: logged with its traceback, and the server goes
-    on serving the next request, as before.
-    """
+    """``ThreadingHTTPServer`` whose request errors go to logging, not to ``stderr`` as a bare traceback
+    (:func:`~ragwatch.metrics.exposition.log_request_error`)."""
 
     daemon_threads = True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        error = sys.exc_info()[1]
-        if isinstance(error, (ConnectionError, TimeoutError)):
-            logger.debug("worker HTTP: %s went away mid-request (%s)", client_address[0], type(error).__name__)
-        else:
-            logger.exception("worker HTTP: a request from %s failed", client_address[0])
+        log_request_error(client_address, "worker HTTP", logger)
 
 
 def llm_worst_case_seconds(timeout: float, max_retries: int, backoff_cap: float = _BACKOFF_CAP) -> float:

@@ -1,0 +1,226 @@
+"""Call styles of LlamaIndex a RAG team uses beyond the plain ``query``, with real llama-index-core: a
+``RetrieverQueryEngine`` built by hand with a node postprocessor, called four ways; an async streamed answer
+read through ``async_response_gen()`` by a task that is cancelled half way (a client disconnecting); and
+``as_chat_engine(chat_mode="condense_question")``, whose turns run a query engine inside the chat engine and,
+from the second turn on, an LLM call that rewrites the question; and a streamed response returned by a watched
+pipeline, read after it returned. Each is one run per request with its chunks,
+answer, tokens and outcome, and the handler keeps nothing once the request is over."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+import ragwatch
+from tests.conftest import stage_count, wait_for
+from tests.servers import require_package
+
+require_package("llama_index.core")
+from llama_index.core import Document, VectorStoreIndex, get_response_synthesizer  # noqa: E402
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseAsyncGen  # noqa: E402
+from llama_index.core.embeddings import MockEmbedding  # noqa: E402
+from llama_index.core.llms import MockLLM  # noqa: E402
+from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
+from llama_index.core.memory import ChatMemoryBuffer  # noqa: E402
+from llama_index.core.postprocessor import SimilarityPostprocessor  # noqa: E402
+from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
+from llama_index.core.retrievers import BaseRetriever  # noqa: E402
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
+
+from ragwatch.integrations.llamaindex import RagwatchEventHandler, instrument, uninstrument  # noqa: E402
+from tests.test_integration_llamaindex import BilledLLM  # noqa: E402
+from tests.test_integration_llamaindex_agents import Shelf  # noqa: E402
+from tests.test_llamaindex_abandoned_stream import kept  # noqa: E402
+
+QUESTION = "How much for hotels?"
+WORDS = ("Hotels ", "up ", "to ", "600 ", "CNY.")
+
+
+@pytest.fixture
+def handler(rw: ragwatch.RagWatch) -> Iterator[RagwatchEventHandler]:
+    handler = instrument(rw)
+    yield handler
+    uninstrument(handler)
+
+
+class TwoHits(BaseRetriever):
+    """A close hit and a weak one: a similarity cut-off keeps only the first."""
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [
+            NodeWithScore(node=TextNode(text="Hotels up to 600 CNY per night.", id_="hotel"), score=0.9),
+            NodeWithScore(node=TextNode(text="Taxis need receipts.", id_="taxi"), score=0.2),
+        ]
+
+
+class SlowStreamLLM(MockLLM):
+    """An async streaming LLM that takes a while between tokens, as a model server does."""
+
+    @llm_completion_callback()
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
+        async def gen() -> CompletionResponseAsyncGen:
+            text = ""
+            for word in WORDS:
+                text += word
+                yield CompletionResponse(text=text, delta=word)
+                await asyncio.sleep(0.05)
+
+        return gen()
+
+
+@pytest.mark.parametrize("how", ["query", "aquery", "stream", "astream"])
+async def test_a_hand_built_engine_with_a_postprocessor_is_one_run_on_the_kept_nodes(
+    rw: ragwatch.RagWatch,
+    registry: CollectorRegistry,
+    runs: list[ragwatch.Run],
+    handler: RagwatchEventHandler,
+    how: str,
+) -> None:
+    streaming = how.endswith("stream")
+    engine = RetrieverQueryEngine(
+        retriever=TwoHits(),
+        response_synthesizer=get_response_synthesizer(llm=BilledLLM(), streaming=streaming),
+        node_postprocessors=[SimilarityPostprocessor(similarity_cutoff=0.5)],
+    )
+    if how == "query":
+        answer = str(engine.query(QUESTION))
+    elif how == "aquery":
+        answer = str(await engine.aquery(QUESTION))
+    elif how == "stream":
+        answer = "".join(engine.query(QUESTION).response_gen)
+    else:
+        response = await engine.aquery(QUESTION)
+        answer = "".join([t async for t in response.async_response_gen()])
+    (run,) = runs
+    assert run.question == QUESTION and run.outcome == "ok" and run.answer == answer
+    assert [(c.id, c.rank, c.score) for c in run.chunks] == [("hotel", 1, 0.9)]  # what the LLM saw
+    assert stage_count(registry, "rerank") == 1 and stage_count(registry, "retrieve") == 1
+    assert stage_count(registry, "generate") == 1 and stage_count(registry, "request") == 1
+    assert run.usage is not None
+    if streaming:  # BilledLLM streams MockLLM's echo, with no usage: estimated from the prompt and deltas
+        assert run.usage.estimated and run.usage.output_tokens > 0
+    else:
+        assert run.usage == ragwatch.Usage(1200, 7, 1024)
+    assert ragwatch.current_run() is None and kept(handler) == {}
+
+
+async def test_an_async_streamed_answer_whose_reader_is_cancelled_is_a_cancelled_run(
+    rw: ragwatch.RagWatch,
+    registry: CollectorRegistry,
+    runs: list[ragwatch.Run],
+    handler: RagwatchEventHandler,
+) -> None:
+    engine = RetrieverQueryEngine.from_args(Shelf(), llm=SlowStreamLLM(), streaming=True)
+    shown: list[str] = []
+
+    async def respond() -> None:  # an endpoint streaming the answer to a client
+        response = await engine.aquery(QUESTION)
+        async for token in response.async_response_gen():
+            shown.append(token)
+
+    task = asyncio.create_task(respond())
+    await asyncio.sleep(0.08)  # two tokens in
+    task.cancel()  # the client went away
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    gc.collect()
+    assert shown and len(shown) < len(WORDS)
+    (run,) = runs
+    assert run.outcome == "cancelled" and run.error == "CancelledError"
+    assert run.question == QUESTION and run.answer == "".join(shown) and [c.id for c in run.chunks] == ["hotel"]
+    assert run.usage is not None and run.usage.output_tokens > 0
+    assert stage_count(registry, "generate", "cancelled") == 1 and stage_count(registry, "request", "cancelled") == 1
+    assert stage_count(registry, "generate") == 0 and stage_count(registry, "request") == 0
+    await asyncio.sleep(0.1)  # nothing more is recorded when the LLM's generator is closed
+    assert len(runs) == 1 and kept(handler) == {}
+
+
+@pytest.mark.parametrize("method", ["chat", "achat", "stream_chat", "astream_chat"])
+async def test_a_condense_question_chat_is_one_run_per_turn_asked_by_the_users_message(
+    rw: ragwatch.RagWatch,
+    registry: CollectorRegistry,
+    runs: list[ragwatch.Run],
+    handler: RagwatchEventHandler,
+    method: str,
+) -> None:
+    docs = [Document(text="Hotels up to 600 CNY per night.", id_="hotel")]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
+    memory = ChatMemoryBuffer.from_defaults(token_limit=2000)  # the default one never closes its database
+    engine = index.as_chat_engine(chat_mode="condense_question", llm=BilledLLM(), memory=memory, similarity_top_k=1)
+    questions = ["How much for hotels?", "And for taxis?"]
+    answers = []
+    for question in questions:
+        if method == "chat":
+            answer = engine.chat(question).response
+        elif method == "achat":
+            answer = (await engine.achat(question)).response
+        elif method == "stream_chat":
+            answer = "".join(engine.stream_chat(question).response_gen)
+        else:
+            answer = "".join([t async for t in (await engine.astream_chat(question)).async_response_gen()])
+        answers.append(answer)
+        wait_for(lambda: len(runs) == len(answers))  # a streamed turn ends in the thread writing the history
+    # the second turn's question is the user's, not the one the LLM rewrote it into for the query engine
+    assert [r.question for r in runs] == questions
+    assert [r.answer for r in runs] == answers and all(r.outcome == "ok" for r in runs)
+    assert all([c.id for c in r.chunks] == [index.as_retriever().retrieve("x")[0].node.node_id] for r in runs)
+    # the rewrite (BilledLLM's reported usage) is the second turn's generation: three in all
+    assert stage_count(registry, "generate") == 3 and stage_count(registry, "request") == 2
+    first, second = (r.usage for r in runs)
+    assert first is not None and second is not None
+    if "stream" in method:  # BilledLLM streams MockLLM's echo, with no usage: estimated, plus the rewrite's
+        assert first.cached_input_tokens == 0 and second.cached_input_tokens == 1024 and second.estimated
+    else:
+        assert first == ragwatch.Usage(1200, 7, 1024) and second == ragwatch.Usage(2400, 14, 2048)
+    assert kept(handler) == {}
+
+
+@pytest.mark.parametrize("how", ["stream", "astream", "dropped"])
+async def test_a_streamed_query_returned_by_a_watched_pipeline_lands_its_answer_in_the_pipelines_run(
+    rw: ragwatch.RagWatch,
+    registry: CollectorRegistry,
+    runs: list[ragwatch.Run],
+    handler: RagwatchEventHandler,
+    how: str,
+) -> None:
+    """``@rw.pipeline`` returning LlamaIndex's streaming response itself (an endpoint handing it to the web
+    framework): the query joins the pipeline's run, and its LLM runs only as the answer is read, after the
+    pipeline returned. That run waits for the answer and gets its generation, answer and tokens (before: the
+    run went to the listeners with no answer, and the generation was recorded outside any run). Dropped half
+    read, the run still reaches the listeners, ``cancelled`` with what was read."""
+    engine = RetrieverQueryEngine.from_args(TwoHits(), llm=BilledLLM(), streaming=True)
+
+    @rw.pipeline
+    def respond(question: str) -> Any:
+        return engine.query(question)
+
+    @rw.pipeline
+    async def arespond(question: str) -> Any:
+        return await engine.aquery(question)
+
+    if how == "astream":
+        response = await arespond(QUESTION)
+        assert runs == []  # the answer is not read yet
+        answer = "".join([t async for t in response.async_response_gen()])
+    else:
+        response = respond(QUESTION)
+        assert runs == []
+        gen = response.response_gen
+        if how == "stream":
+            answer = "".join(gen)
+        else:
+            answer = next(gen)
+            del response, gen
+            gc.collect()
+    (run,) = runs
+    assert run.question == QUESTION and [c.id for c in run.chunks] == ["hotel", "taxi"]
+    assert run.answer == answer and run.usage is not None and run.usage.output_tokens > 0
+    assert run.outcome == "ok"  # the request itself returned; the answer's stream is its generation
+    generate = "cancelled" if how == "dropped" else "ok"
+    assert stage_count(registry, "generate", generate) == 1 and stage_count(registry, "request") == 1
+    assert ragwatch.current_run() is None and kept(handler) == {}
