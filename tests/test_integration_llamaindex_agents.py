@@ -125,6 +125,18 @@ def chat_engine(mode: str) -> Any:
     return CondensePlusContextChatEngine.from_defaults(retriever=Shelf(), llm=llm, memory=memory)
 
 
+async def ask(engine: Any, method: str, message: str) -> str:
+    """One chat turn through ``method`` (``chat``, ``achat``, ``stream_chat``, ``astream_chat``), its answer
+    read to the end."""
+    if method == "chat":
+        return str(engine.chat(message).response)
+    if method == "achat":
+        return str((await engine.achat(message)).response)
+    if method == "stream_chat":
+        return "".join(engine.stream_chat(message).response_gen)
+    return "".join([d async for d in (await engine.astream_chat(message)).async_response_gen()])
+
+
 @pytest.mark.parametrize("mode", ["context", "condense_plus_context"])
 @pytest.mark.parametrize("method", ["chat", "stream_chat", "achat", "astream_chat"])
 async def test_a_chat_engine_turn_is_a_run_asked_by_the_users_message(
@@ -132,14 +144,7 @@ async def test_a_chat_engine_turn_is_a_run_asked_by_the_users_message(
 ) -> None:
     engine = chat_engine(mode)
     message = "How much for hotels?"
-    if method == "chat":
-        answer = engine.chat(message).response
-    elif method == "achat":
-        answer = (await engine.achat(message)).response
-    elif method == "stream_chat":
-        answer = "".join(engine.stream_chat(message).response_gen)
-    else:
-        answer = "".join([d async for d in (await engine.astream_chat(message)).async_response_gen()])
+    answer = await ask(engine, method, message)
     assert answer.strip()
     wait_for(lambda: runs)  # a stream's run ends with its generation, in the thread writing the chat history
     (run,) = runs

@@ -34,7 +34,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa
 
 from ragwatch.integrations.llamaindex import RagwatchEventHandler, instrument, uninstrument  # noqa: E402
 from tests.test_integration_llamaindex import BilledLLM  # noqa: E402
-from tests.test_integration_llamaindex_agents import Shelf  # noqa: E402
+from tests.test_integration_llamaindex_agents import Shelf, ask  # noqa: E402
 from tests.test_llamaindex_abandoned_stream import kept  # noqa: E402
 
 QUESTION = "How much for hotels?"
@@ -155,15 +155,7 @@ async def test_a_condense_question_chat_is_one_run_per_turn_asked_by_the_users_m
     questions = ["How much for hotels?", "And for taxis?"]
     answers = []
     for question in questions:
-        if method == "chat":
-            answer = engine.chat(question).response
-        elif method == "achat":
-            answer = (await engine.achat(question)).response
-        elif method == "stream_chat":
-            answer = "".join(engine.stream_chat(question).response_gen)
-        else:
-            answer = "".join([t async for t in (await engine.astream_chat(question)).async_response_gen()])
-        answers.append(answer)
+        answers.append(await ask(engine, method, question))
         wait_for(lambda: len(runs) == len(answers))  # a streamed turn ends in the thread writing the history
     # the second turn's question is the user's, not the one the LLM rewrote it into for the query engine
     assert [r.question for r in runs] == questions
