@@ -428,6 +428,13 @@ class GenerateCall(Call):
         if carried_text and self.ttft is None:
             self.ttft = _perf() - self.start
 
+    def end_with(self, result: Any) -> None:
+        """A framework reported the call's whole result (its end event): that result is recorded, not the
+        deltas :meth:`on_item` saw on the way. The deltas count only when the call fails or is cut short:
+        they are then what the model produced, billed as estimated tokens."""
+        self._acc = None
+        self.finish(result, None)
+
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         model, usage, cost = record_generation(
             self.rw, self.run, elapsed, result, exc, self.model, self._prompt, self._acc, self.ttft

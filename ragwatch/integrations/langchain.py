@@ -257,15 +257,17 @@ class _Callbacks:
     def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any) -> None:
         try:
             call = self._calls.get(run_id.int)
-            if call is not None and token and type(call) is GenerateCall and call.ttft is None:
-                call.ttft = _perf() - call.start
+            if token and type(call) is GenerateCall:  # TTFT, and the text so far if the call is cut short
+                call.on_item(token)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         try:
             call = self._calls.pop(run_id.int, None)
-            if call is not None:
+            if type(call) is GenerateCall:
+                call.end_with(_generation(response))
+            elif call is not None:
                 call.finish(_generation(response), None)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
