@@ -17,6 +17,7 @@ judge treats as a configuration error: an unscripted request fails loudly instea
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -279,6 +280,17 @@ def raw_reply(body: bytes, *, status: int = 200, content_type: str = "text/html"
 _UNSCRIPTED = status_reply(418, message="openai stub: no scripted reply for this request")
 
 
+class _StubServer(ThreadingHTTPServer):
+    """Keep-alive, as real servers are: a client closing an idle kept-alive connection with a reset is
+    ordinary there, not an error to print (the suite's output showed a socketserver traceback for it)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class OpenAIStub:
     """A ``ThreadingHTTPServer`` in a daemon thread answering ``POST …/chat/completions`` (and
     ``…/responses``) from a script."""
@@ -308,8 +320,7 @@ class OpenAIStub:
 
     def start(self) -> None:
         handler = type("Handler", (_Handler,), {"stub": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = _StubServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="openai-stub", daemon=True
         )
