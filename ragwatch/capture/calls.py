@@ -21,8 +21,7 @@ from ragwatch.capture.record import (
     _STREAM_TYPES,
     _outcome,
     candidates_of,
-    count_waiting,
-    hand_over,
+    hand_over_held,
     is_stream,
     open_run,
     question_of,
@@ -199,8 +198,7 @@ class Call:
         if run is not None and run._streams:  # a stream of its run's: the last to end after the run hands it over
             try:
                 if run.release(self):
-                    count_waiting(self.rw, -1)
-                    hand_over(self.rw, run)
+                    hand_over_held(self.rw, run)
             except Exception as err:
                 self.rw.guard.failed("capture", err)
 
@@ -273,12 +271,7 @@ class PipelineCall(Call):
         if self._owner:
             if self._ctx_token is not None:
                 Call.deactivate(self)
-            token, self._run_token = self._run_token, None
-            if token is not None:
-                try:
-                    _RUN.reset(token)  # type: ignore[arg-type]
-                except Exception as exc:
-                    self.rw.guard.failed("capture", exc)
+            _leave_run(self)
 
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         if self.run is not None:
@@ -308,15 +301,21 @@ class RunStreamCall(Call):
         self._run_token = _RUN.set(self.run)
 
     def deactivate(self) -> None:
-        token, self._run_token = self._run_token, None
-        if token is not None:
-            try:
-                _RUN.reset(token)  # type: ignore[arg-type]
-            except Exception as exc:  # reset in another context than set (a stream moved between tasks)
-                self.rw.guard.failed("capture", exc)
+        _leave_run(self)
 
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         """Nothing: the stream's generation was recorded by its own call."""
+
+
+def _leave_run(call: PipelineCall | RunStreamCall) -> None:
+    """Undo ``call``'s ``_RUN.set`` of :meth:`activate` (guarded: a stream moved to another task or thread
+    resets in another context than it set in)."""
+    token, call._run_token = call._run_token, None
+    if token is not None:
+        try:
+            _RUN.reset(token)  # type: ignore[arg-type]
+        except Exception as exc:
+            call.rw.guard.failed("capture", exc)
 
 
 class RetrieveCall(Call):

@@ -335,6 +335,13 @@ def count_waiting(rw: CaptureHost, change: int) -> None:
         metrics.runs_waiting.labels(rw.service).inc(change)
 
 
+def hand_over_held(rw: CaptureHost, run: Run) -> None:
+    """Hand over a run that waited for its streams (:meth:`Run.release` or :func:`take_waiting` said so),
+    taking it off ``ragwatch_runs_waiting_for_streams``."""
+    count_waiting(rw, -1)
+    hand_over(rw, run)
+
+
 def hand_over(rw: CaptureHost, run: Run) -> None:
     """Hand an ended run to the listeners if it is a RAG request: at its end (:func:`record_request`), or
     once the last stream it waited for ended (:meth:`Run.release` said so)."""

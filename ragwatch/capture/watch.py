@@ -32,7 +32,7 @@ from ragwatch.capture.calls import (
 from ragwatch.capture.chunks import normalize_chunk
 from ragwatch.capture.instrument import instrument
 from ragwatch.capture.pricing import PricingTable
-from ragwatch.capture.record import count_waiting, hand_over
+from ragwatch.capture.record import hand_over_held
 from ragwatch.capture.run import Run, take_waiting
 from ragwatch.capture.stages import (
     EmbedStage,
@@ -412,8 +412,7 @@ class RagWatch:
         """Hand the runs still waiting for a stream opened in them to the listeners, as they are (once)."""
         try:
             for run in take_waiting(self):
-                count_waiting(self, -1)
-                hand_over(self, run)
+                hand_over_held(self, run)
         except Exception as err:
             self.guard.failed("capture", err)
 

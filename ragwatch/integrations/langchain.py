@@ -265,10 +265,8 @@ class _Callbacks:
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         try:
             call = self._calls.pop(run_id.int, None)
-            if type(call) is GenerateCall:
+            if type(call) is GenerateCall:  # a model's run id: always its GenerateCall (_model_start)
                 call.end_with(_generation(response))
-            elif call is not None:
-                call.finish(_generation(response), None)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
 

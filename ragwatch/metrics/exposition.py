@@ -79,10 +79,10 @@ def start_metrics_server(
     return server, thread
 
 
-def log_errors(server: Any, where: str) -> None:
-    """Make a ``socketserver`` server (prometheus_client's ``start_http_server`` returns one) report its
-    request errors through :func:`log_request_error`."""
-    server.handle_error = lambda request, client_address: log_request_error(client_address, where)
+def log_errors(server: Any, where: str, log: logging.Logger = logger) -> None:
+    """Make a ``socketserver`` server (prometheus_client's ``start_http_server`` returns one, the worker's
+    endpoints are one) report its request errors through :func:`log_request_error`, on ``log``."""
+    server.handle_error = lambda request, client_address: log_request_error(client_address, where, log)
 
 
 def log_request_error(client_address: Any, where: str, log: logging.Logger = logger) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from ragwatch.metrics.exposition import log_request_error, metrics_registry
+from ragwatch.metrics.exposition import log_errors, metrics_registry
 
 if TYPE_CHECKING:
     from ragwatch.report.dashboard import Dashboard
@@ -34,16 +34,6 @@ _LLM_JUDGES = ("llm", "cascade")
 _BACKOFF_CAP = 20.0
 
 logger = logging.getLogger(__name__)
-
-
-class _Server(ThreadingHTTPServer):
-    """``ThreadingHTTPServer`` whose request errors go to logging, not to ``stderr`` as a bare traceback
-    (:func:`~ragwatch.metrics.exposition.log_request_error`)."""
-
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log_request_error(client_address, "worker HTTP", logger)
 
 
 def llm_worst_case_seconds(timeout: float, max_retries: int, backoff_cap: float = _BACKOFF_CAP) -> float:
@@ -140,6 +130,8 @@ def serve_worker_http(
         def log_message(self, format: str, *args: Any) -> None:  # quiet: probes hit these every few seconds
             pass
 
-    server = _Server((addr, port), Handler)
+    server = ThreadingHTTPServer((addr, port), Handler)
+    server.daemon_threads = True
+    log_errors(server, "worker HTTP", logger)  # a reader gone mid-reply: a debug line, not a stderr traceback
     threading.Thread(target=server.serve_forever, name="ragwatch-worker-http", daemon=True).start()
     return server
