@@ -29,7 +29,7 @@ from ragwatch.sampling.sample import Sample, SampleChunk, decode_sample
 from ragwatch.scoring.judges import TrivialJudge
 from ragwatch.scoring.judges.base import Verdict
 from ragwatch.scoring.worker import Worker
-from tests.conftest import hotel_pipeline
+from tests.conftest import hotel_pipeline, wait_for
 from tests.conftest import sample as metric
 from tests.servers import RedisServer, free_port, wait_ready
 
@@ -320,11 +320,10 @@ def test_worker_survives_redis_outage(tmp_path: Path) -> None:
     thread = threading.Thread(target=worker.work)
     thread.start()
     try:
-        time.sleep(0.3)
-        assert worker.ready
+        wait_for(lambda: worker.ready)
         server.stop()
-        time.sleep(1.0)
-        assert not worker.ready and thread.is_alive()
+        wait_for(lambda: not worker.ready)
+        assert thread.is_alive()
         server.start()
         queue.add(
             [
