@@ -2,8 +2,9 @@
 ``RetrieverQueryEngine`` built by hand with a node postprocessor, called four ways; an async streamed answer
 read through ``async_response_gen()`` by a task that is cancelled half way (a client disconnecting); and
 ``as_chat_engine(chat_mode="condense_question")``, whose turns run a query engine inside the chat engine and,
-from the second turn on, an LLM call that rewrites the question; and a streamed response returned by a watched
-pipeline, read after it returned. Each is one run per request with its chunks,
+from the second turn on, an LLM call that rewrites the question; ``context`` and ``condense_plus_context`` chat
+engines with a node postprocessor, on their own and inside a watched pipeline; and a streamed response returned
+by a watched pipeline, read after it returned. Each is one run per request with its chunks,
 answer, tokens and outcome, and the handler keeps nothing once the request is over."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.servers import require_package
 require_package("llama_index.core")
 from llama_index.core import Document, VectorStoreIndex, get_response_synthesizer  # noqa: E402
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseAsyncGen  # noqa: E402
+from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine  # noqa: E402
 from llama_index.core.embeddings import MockEmbedding  # noqa: E402
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
@@ -170,6 +172,61 @@ async def test_a_condense_question_chat_is_one_run_per_turn_asked_by_the_users_m
     else:
         assert first == ragwatch.Usage(1200, 7, 1024) and second == ragwatch.Usage(2400, 14, 2048)
     assert kept(handler) == {}
+
+
+def postprocessed_chat(mode: str) -> Any:
+    """A chat engine over :class:`TwoHits` whose similarity cut-off keeps only the close hit."""
+    engine_class = ContextChatEngine if mode == "context" else CondensePlusContextChatEngine
+    return engine_class.from_defaults(
+        retriever=TwoHits(),
+        llm=BilledLLM(),
+        memory=ChatMemoryBuffer.from_defaults(token_limit=2000),  # the default one never closes its database
+        node_postprocessors=[SimilarityPostprocessor(similarity_cutoff=0.5)],
+    )
+
+
+@pytest.mark.parametrize("mode", ["context", "condense_plus_context"])
+@pytest.mark.parametrize("method", ["chat", "achat", "stream_chat", "astream_chat"])
+async def test_a_chat_turns_postprocessors_are_its_rerank_and_its_chunks_what_the_llm_saw(
+    rw: ragwatch.RagWatch,
+    registry: CollectorRegistry,
+    runs: list[ragwatch.Run],
+    handler: RagwatchEventHandler,
+    mode: str,
+    method: str,
+) -> None:
+    """A chat engine hands the nodes its postprocessors kept to its synthesizer, as a query engine does, but
+    its turn is no query: the cut was not recorded, and the turn's chunks were the retriever's whole list —
+    faithfulness judged against a chunk the LLM never saw, Context Precision scored before the cut."""
+    answer = await ask(postprocessed_chat(mode), method, QUESTION)
+    wait_for(lambda: len(runs) == 1)  # a streamed turn ends in the thread writing the history
+    (run,) = runs
+    assert run.question == QUESTION and run.answer == answer and run.outcome == "ok"
+    assert [(c.id, c.rank, c.score) for c in run.chunks] == [("hotel", 1, 0.9)]
+    assert [n.node.node_id for n in run.candidates] == ["hotel", "taxi"]  # the list the cut-off was given
+    assert stage_count(registry, "retrieve") == 1 and stage_count(registry, "rerank") == 1
+    assert kept(handler) == {}
+
+
+@pytest.mark.parametrize("method", ["chat", "achat"])
+async def test_a_chat_turn_inside_a_watched_pipeline_records_its_rerank_in_the_pipelines_run(
+    rw: ragwatch.RagWatch,
+    registry: CollectorRegistry,
+    runs: list[ragwatch.Run],
+    handler: RagwatchEventHandler,
+    method: str,
+) -> None:
+    """The same turn called from ``@rw.pipeline`` (a web endpoint) joins the pipeline's run: the cut is that
+    run's rerank."""
+    engine = postprocessed_chat("context")
+
+    @rw.pipeline
+    async def respond(question: str) -> str:
+        return await ask(engine, method, question)
+
+    await respond(QUESTION)
+    (run,) = runs
+    assert [c.id for c in run.chunks] == ["hotel"] and stage_count(registry, "rerank") == 1
 
 
 @pytest.mark.parametrize("how", ["stream", "astream", "dropped"])

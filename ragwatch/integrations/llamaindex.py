@@ -31,6 +31,7 @@ LangChain, events cannot change results: degraded-mode retrieval policies need t
 from __future__ import annotations
 
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.llms.base import BaseLLM
@@ -56,7 +57,7 @@ from pydantic import PrivateAttr
 from ragwatch.capture.calls import Call, EmbedCall, GenerateCall, PipelineCall, RetrieveCall, RunStreamCall, ToolCall
 from ragwatch.capture.record import gather_retrieved, is_stream, record_rerank
 from ragwatch.capture.responses import extract_model, extract_usage
-from ragwatch.capture.run import _RUN, enter_framework_call
+from ragwatch.capture.run import _RUN, Run, enter_framework_call
 from ragwatch.integrations.llamaindex_runs import conversation_kind, final_text, method_of, question_of, tool_of
 from ragwatch.integrations.llamaindex_streams import follow
 
@@ -91,15 +92,13 @@ class _Query:
     """A query's, chat turn's or agent run's pipeline call; it finishes once the query (the chat engine
     method, the agent's workflow) has ended and no generation is still open."""
 
-    __slots__ = ("answer", "call", "ended", "gathers", "open", "retrieved_at", "root", "streamed")
+    __slots__ = ("answer", "call", "ended", "gathers", "open", "root", "streamed")
 
     def __init__(self, call: PipelineCall, root: str | None = None, gathers: bool = False) -> None:
         self.call = call
         self.open = 0
         self.ended = False
         self.answer: str | None = None
-        #: when its retrieval ended (perf counter): the rerank stage runs from there to the synthesis
-        self.retrieved_at: float | None = None
         #: a chat engine's or agent's own dispatcher span (None: a query, ended by its QueryEndEvent)
         self.root = root
         #: whether its retrievals add up (an agent's tools retrieve more than once) rather than replace
@@ -132,6 +131,9 @@ class _Tracker:
         self._nested: set[str] = set()
         self._llm_spans: dict[str, tuple[int, str]] = {}  # LLM method span -> (id of its LLM, method)
         self._generating: dict[int, dict[str, str]] = {}  # id of an LLM -> its recorded calls: span -> method
+        #: when each run's latest retrieval ended (perf counter): a synthesis handed other nodes is a rerank
+        #: from there; weak, so a run that never synthesizes leaves nothing behind
+        self._retrieved_at: weakref.WeakKeyDictionary[Run, float] = weakref.WeakKeyDictionary()
 
     def handle(self, event: Any) -> None:
         kind = type(event)
@@ -150,11 +152,11 @@ class _Tracker:
             run = entry[0].run if entry is not None else None
             earlier = run.retrieved if run is not None and entry is not None and entry[1] is not None else None
             self._step_end(event.span_id, list(event.nodes or ()))
-            if earlier is not None and entry is not None and entry[1] is not None and entry[1].gathers:
+            gathers = entry is not None and entry[1] is not None and entry[1].gathers
+            if earlier is not None and gathers:
                 gather_retrieved(run, earlier)
-            query = self._open_query(entry[0]) if entry is not None else None
-            if query is not None:
-                query.retrieved_at = time.perf_counter()
+            if run is not None and not gathers:  # an agent's retrievals add up: no one of them is what a
+                self._retrieved_at[run] = time.perf_counter()  # reranker trims for the LLM
         elif kind is EmbeddingStartEvent:
             model = (getattr(event, "model_dict", None) or {}).get("model_name")
             name = model if isinstance(model, str) else None
@@ -181,18 +183,19 @@ class _Tracker:
             # a streamed LLM call's generator raised or was closed (GeneratorExit): no end event will come
             self._step_failed(event.span_id, event.exception)
 
-    def synthesizing(self, nodes: list[Any]) -> None:
-        """A response synthesizer was handed ``nodes`` — what the LLM will see. When node postprocessors
-        (rerankers, similarity cut-offs) changed the retriever's list, that is a rerank stage: its time since
-        the retrieval ended, and the kept nodes become the run's chunks."""
-        run = _RUN.get()
-        query = next((q for q in self._queries.values() if q is not None and q.call.run is run), None)
-        if run is None or query is None or query.retrieved_at is None or run.retrieved is None:
+    def synthesizing(self, span_id: str, nodes: list[Any]) -> None:
+        """A response synthesizer (span ``span_id``) was handed ``nodes`` — what the LLM will see. When node
+        postprocessors (rerankers, similarity cut-offs) changed the retriever's list, that is a rerank stage:
+        its time since the retrieval ended, and the kept nodes become the run's chunks. The same for a query
+        engine, a chat turn (its own run, or a watched pipeline's) and nodes filtered by hand in a pipeline."""
+        owner = self._owners.get(span_id)
+        run = _RUN.get() or (owner.call.run if owner is not None else None)
+        retrieved_at = self._retrieved_at.pop(run, None) if run is not None else None
+        if run is None or retrieved_at is None or run.retrieved is None:
             return
         if _node_ids(run.retrieved) == _node_ids(nodes):
             return
-        record_rerank(self.rw, run, time.perf_counter() - query.retrieved_at, run.retrieved, nodes, None)
-        query.retrieved_at = None
+        record_rerank(self.rw, run, time.perf_counter() - retrieved_at, run.retrieved, nodes, None)
 
     def dropped(self, span_id: str, err: BaseException | None) -> None:
         """A dispatcher span ended with an exception: no end event will come for it."""
@@ -526,7 +529,7 @@ class RagwatchSpanHandler(BaseSpanHandler[Any]):
             if "synthesize-" in id_ and bound_args is not None:  # `Refine.synthesize-<uuid>`, `…asynthesize-…`
                 nodes = bound_args.arguments.get("nodes")
                 if isinstance(nodes, list):
-                    self._tracker.synthesizing(nodes)
+                    self._tracker.synthesizing(id_, nodes)
         except Exception as exc:
             self._tracker.rw.guard.failed("capture", exc)
         return None
