@@ -4,13 +4,14 @@ answer is judged against everything retrieved, and each tool call is a GenAI ``e
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from tests.conftest import Spans, stage_count
+from tests.conftest import Spans, sample, stage_count
 from tests.servers import require_package
 
 require_package("langchain_core")
@@ -98,3 +99,61 @@ def test_retrievals_inside_tools_join_the_run_and_tools_are_spans(
         assert span.attributes["ragwatch.tool.arguments_size"] > 0
         assert span.parent is not None and span.parent.span_id == root.context.span_id
     assert handler._calls == {} and handler._roots == {} and handler._tools == set()
+
+
+SLOW = 0.3
+
+
+class SlowShelf(Shelf):
+    """:class:`Shelf` from an index that takes a while, with an archived document beside each hit."""
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        time.sleep(SLOW)
+        return [*super()._get_relevant_documents(query, run_manager=run_manager), Document("Archive.", id="archive")]
+
+
+class KeepFirst(BaseRetriever):
+    """What ``ContextualCompressionRetriever`` does: its base retriever's documents, cut to the best one."""
+
+    base: BaseRetriever
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        return self.base.invoke(query, config={"callbacks": run_manager.get_child()})[:1]
+
+
+compressed_shelf = KeepFirst(base=SlowShelf())
+
+
+@tool
+def search_compressed(query: str) -> str:
+    """Search the travel policy, best document only."""
+    return "\n".join(d.page_content for d in compressed_shelf.invoke(query))
+
+
+@pytest.mark.parametrize("handler_class", [RagwatchCallbackHandler, AsyncRagwatchCallbackHandler])
+async def test_a_tools_compression_retriever_adds_what_it_kept_to_what_the_run_had(
+    rw: ragwatch.RagWatch, registry: CollectorRegistry, runs: list[ragwatch.Run], handler_class: Any
+) -> None:
+    """A retriever around a retriever inside a tool: its inner retrieval replaced the run's chunks when it
+    ended, so the first tool call's chunks were lost and the second's counted twice (``taxi, archive, taxi``
+    for ``hotel, taxi``); and its rerank's time held the inner retrieval's. Now the kept document is added to
+    what the run had before the tool's retriever began, and the rerank is timed from the inner one's end."""
+
+    def answer(question: str) -> str:
+        for query in ("hotel limits", "taxi rules"):
+            search_compressed.invoke({"query": query})
+        return "Hotels up to 600 CNY; taxis with receipts."
+
+    handler = handler_class(rw)
+    await RunnableLambda(answer, name="agent").ainvoke(QUESTION, config={"callbacks": [handler]})
+    (run,) = runs
+    assert [c.id for c in run.chunks] == ["hotel", "taxi"]
+    assert [d.id for d in run.candidates] == ["taxi", "archive"]  # what the last rerank was given
+    assert stage_count(registry, "retrieve") == 2 and stage_count(registry, "rerank") == 2
+    took = {
+        stage: sample(registry, "ragwatch_stage_duration_seconds_sum", service="svc", stage=stage, outcome="ok")
+        for stage in ("retrieve", "rerank")
+    }
+    assert took["retrieve"] >= 2 * SLOW and took["rerank"] < SLOW  # the slow index is retrieval time
+    assert handler._calls == {} and handler._roots == {} and handler._tool_retrievals == set()
+    assert handler._inner == {} and handler._fusing == {}

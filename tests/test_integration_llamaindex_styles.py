@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,25 +19,28 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import ragwatch
-from tests.conftest import stage_count, wait_for
+from tests.conftest import sample, stage_count, wait_for
 from tests.servers import require_package
 
 require_package("llama_index.core")
 from llama_index.core import Document, VectorStoreIndex, get_response_synthesizer  # noqa: E402
+from llama_index.core.agent.workflow import FunctionAgent  # noqa: E402
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseAsyncGen  # noqa: E402
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine  # noqa: E402
 from llama_index.core.embeddings import MockEmbedding  # noqa: E402
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
+from llama_index.core.llms.mock import MockFunctionCallingLLM  # noqa: E402
 from llama_index.core.memory import ChatMemoryBuffer  # noqa: E402
 from llama_index.core.postprocessor import SimilarityPostprocessor  # noqa: E402
 from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
-from llama_index.core.retrievers import BaseRetriever  # noqa: E402
+from llama_index.core.retrievers import BaseRetriever, QueryFusionRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
+from llama_index.core.tools import QueryEngineTool  # noqa: E402
 
 from ragwatch.integrations.llamaindex import RagwatchEventHandler, instrument, uninstrument  # noqa: E402
 from tests.test_integration_llamaindex import BilledLLM  # noqa: E402
-from tests.test_integration_llamaindex_agents import Shelf, ask  # noqa: E402
+from tests.test_integration_llamaindex_agents import FINAL, Shelf, agent_model, ask  # noqa: E402
 from tests.test_llamaindex_abandoned_stream import kept  # noqa: E402
 
 QUESTION = "How much for hotels?"
@@ -227,6 +231,84 @@ async def test_a_chat_turn_inside_a_watched_pipeline_records_its_rerank_in_the_p
     await respond(QUESTION)
     (run,) = runs
     assert [c.id for c in run.chunks] == ["hotel"] and stage_count(registry, "rerank") == 1
+
+
+class SlowHits(TwoHits):
+    """:class:`TwoHits` from an index that takes a while to answer."""
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        time.sleep(SLOW)
+        return super()._retrieve(query_bundle)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        await asyncio.sleep(SLOW)
+        return super()._retrieve(query_bundle)
+
+
+class MealHits(BaseRetriever):
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [NodeWithScore(node=TextNode(text="Meals up to 100 CNY a day.", id_="meal"), score=0.7)]
+
+
+class NoHits(BaseRetriever):
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return []
+
+
+SLOW = 0.3
+
+
+@pytest.mark.parametrize("how", ["query", "aquery"])
+async def test_a_fusion_retriever_is_its_inner_retrievals_then_a_rerank(
+    rw: ragwatch.RagWatch,
+    registry: CollectorRegistry,
+    runs: list[ragwatch.Run],
+    handler: RagwatchEventHandler,
+    how: str,
+) -> None:
+    """``QueryFusionRetriever`` (hybrid search: several retrievers, their lists fused) runs its retrievers
+    inside its own ``retrieve``. Each was a retrieval and so was the fusion around them: ``retrieve`` counted
+    three times for two indexes, the outer one's time holding the inner ones'. Now the inner retrievals are
+    ``retrieve`` and the fusion a ``rerank`` of their lists, timed from the last one's end."""
+    fusion = QueryFusionRetriever(
+        [SlowHits(), MealHits()],
+        num_queries=1,
+        mode="reciprocal_rerank",
+        similarity_top_k=2,
+        use_async=how == "aquery",
+        llm=MockLLM(),
+    )
+    engine = RetrieverQueryEngine.from_args(fusion, llm=BilledLLM())
+    response = engine.query(QUESTION) if how == "query" else await engine.aquery(QUESTION)
+    (run,) = runs
+    assert [c.id for c in run.chunks] == [n.node.node_id for n in response.source_nodes]  # what the LLM saw
+    assert len(run.chunks) == 2 and {n.node.node_id for n in run.candidates} == {"hotel", "taxi", "meal"}
+    assert stage_count(registry, "retrieve") == 2 and stage_count(registry, "rerank") == 1
+    took = {
+        stage: sample(registry, "ragwatch_stage_duration_seconds_sum", service="svc", stage=stage, outcome="ok")
+        for stage in ("retrieve", "rerank")
+    }
+    assert took["retrieve"] >= SLOW and took["rerank"] < SLOW  # the slow index is retrieval time, not fusion's
+    assert kept(handler) == {}
+
+
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
+async def test_an_agents_fusion_tool_adds_its_fused_list_to_what_it_retrieved_before(
+    rw: ragwatch.RagWatch, registry: CollectorRegistry, runs: list[ragwatch.Run], handler: RagwatchEventHandler
+) -> None:
+    """An agent's retrievals add up; a fusion retriever's inner retrievals replace the run's list as they end,
+    so its fused list must be added to what the agent had retrieved before it began, not to its own parts."""
+    fusion = QueryFusionRetriever(
+        [Shelf(), NoHits()], num_queries=1, mode="reciprocal_rerank", use_async=False, llm=MockLLM()
+    )
+    engine = RetrieverQueryEngine.from_args(fusion, llm=MockLLM(max_tokens=8))
+    tool = QueryEngineTool.from_defaults(engine, name="policy", description="The travel policy.")
+    agent = FunctionAgent(tools=[tool], llm=MockFunctionCallingLLM(response_generator=agent_model))
+    assert str(await agent.run(user_msg="How much for hotels, and what about taxis?")) == FINAL
+    (run,) = runs
+    assert [c.id for c in run.chunks] == ["hotel", "taxi"]  # one per tool call, both kept
+    assert stage_count(registry, "retrieve") == 4 and stage_count(registry, "rerank") == 2
+    assert kept(handler) == {}
 
 
 @pytest.mark.parametrize("how", ["stream", "astream", "dropped"])

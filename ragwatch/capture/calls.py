@@ -481,6 +481,14 @@ class RerankCall(Call):
                 call.rw.guard.failed("tracing", exc)
         return new
 
+    def inner_retrieved(self, chunks: Any) -> None:
+        """A retrieval inside this adopted call ended with ``chunks``: they join the list it reranks (a fusion
+        retriever has several inner retrievers), and its own time starts again, so the rerank stage is the
+        fusing or compressing, not the retrievals already counted as ``retrieve``."""
+        if isinstance(chunks, list):
+            self.before = [*(self.before or ()), *chunks]
+        self.start = _perf()
+
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         run = self.run
         before = self.before if self.before is not None else (run.retrieved if run is not None else None)

@@ -54,7 +54,16 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from pydantic import PrivateAttr
 
-from ragwatch.capture.calls import Call, EmbedCall, GenerateCall, PipelineCall, RetrieveCall, RunStreamCall, ToolCall
+from ragwatch.capture.calls import (
+    Call,
+    EmbedCall,
+    GenerateCall,
+    PipelineCall,
+    RerankCall,
+    RetrieveCall,
+    RunStreamCall,
+    ToolCall,
+)
 from ragwatch.capture.record import gather_retrieved, is_stream, record_rerank
 from ragwatch.capture.responses import extract_model, extract_usage
 from ragwatch.capture.run import _RUN, Run, enter_framework_call
@@ -134,6 +143,12 @@ class _Tracker:
         #: when each run's latest retrieval ended (perf counter): a synthesis handed other nodes is a rerank
         #: from there; weak, so a run that never synthesizes leaves nothing behind
         self._retrieved_at: weakref.WeakKeyDictionary[Run, float] = weakref.WeakKeyDictionary()
+        #: spans opened inside an open retrieval -> that retrieval's span (the nearest one)
+        self._within: dict[str, str] = {}
+        #: a retrieval inside another (``QueryFusionRetriever``'s retrievers) -> the outer one's call, a rerank
+        self._inner: dict[str, RerankCall] = {}
+        #: an agent's fusion retrieval -> its run's chunks before it began (its inner retrievals replace them)
+        self._fusing: dict[str, Any] = {}
 
     def handle(self, event: Any) -> None:
         kind = type(event)
@@ -142,17 +157,24 @@ class _Tracker:
         elif kind is QueryEndEvent:
             self._query_end(event.span_id, event.response, None)
         elif kind is RetrievalStartEvent:
+            self._wrapped(event.span_id)
             call, owner = self._step(event.span_id, lambda: RetrieveCall(self.rw))
             run = call.run
             if run is not None and run.question is None:
                 run.question = _query_text(event.str_or_query_bundle)
             self._calls[event.span_id] = (call, owner)
         elif kind is RetrievalEndEvent:
+            nodes = list(event.nodes or ())
+            outer = self._inner.pop(event.span_id, None)
+            if outer is not None:  # inside a fusion retriever: a retrieval of its own, then part of its list
+                self._step_end(event.span_id, nodes)
+                outer.inner_retrieved(nodes)
+                return
             entry = self._calls.get(event.span_id)
             run = entry[0].run if entry is not None else None
-            earlier = run.retrieved if run is not None and entry is not None and entry[1] is not None else None
-            self._step_end(event.span_id, list(event.nodes or ()))
             gathers = entry is not None and entry[1] is not None and entry[1].gathers
+            earlier = self._fusing.pop(event.span_id, run.retrieved if run is not None and gathers else None)
+            self._step_end(event.span_id, nodes)
             if earlier is not None and gathers:
                 gather_retrieved(run, earlier)
             if run is not None and not gathers:  # an agent's retrievals add up: no one of them is what a
@@ -245,6 +267,9 @@ class _Tracker:
         if isinstance(instance, BaseLLM):
             self._llm_span(span_id, instance, parent)
         if parent is not None:
+            outer = parent if self._retrieving(parent) else self._within.get(parent)
+            if outer is not None:
+                self._within[span_id] = outer
             owner = self._owners.get(parent)
             if owner is not None:
                 self._owners[span_id] = owner
@@ -279,6 +304,9 @@ class _Tracker:
 
     def span_ended(self, span_id: str, result: Any, err: BaseException | None) -> None:
         self._nested.discard(span_id)
+        self._within.pop(span_id, None)
+        self._inner.pop(span_id, None)  # a retrieval that failed: no end event came for it
+        self._fusing.pop(span_id, None)
         self._llm_spans.pop(span_id, None)
         tool = self._tools.pop(span_id, None)
         if tool is not None:
@@ -446,6 +474,28 @@ class _Tracker:
                 otel_context.detach(token)
         call.run = owner.call.run
         return call, owner
+
+    def _retrieving(self, span_id: str) -> bool:
+        entry = self._calls.get(span_id)
+        return entry is not None and isinstance(entry[0], (RetrieveCall, RerankCall))
+
+    def _wrapped(self, span_id: str) -> None:
+        """A retrieval starts inside another one (``QueryFusionRetriever`` runs its retrievers inside its own
+        ``retrieve``): the outer one becomes a rerank of what the inner ones return, as LangChain's retriever
+        around a retriever does, so ``retrieve`` counts the inner retrievals once each and ``rerank`` times
+        the fusion."""
+        outer_span = self._within.get(span_id)
+        entry = self._calls.get(outer_span) if outer_span is not None else None
+        if outer_span is None or entry is None:
+            return
+        outer, owner = entry
+        if type(outer) is RetrieveCall:
+            if owner is not None and owner.gathers and outer.run is not None:
+                self._fusing[outer_span] = outer.run.retrieved
+            outer = RerankCall.adopt(outer)
+            self._calls[outer_span] = (outer, owner)
+        if isinstance(outer, RerankCall):
+            self._inner[span_id] = outer
 
     def _step_end(self, span_id: str, result: Any) -> None:
         entry = self._calls.pop(span_id, None)
