@@ -33,10 +33,11 @@ from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E40
 from llama_index.core.llms.mock import MockFunctionCallingLLM  # noqa: E402
 from llama_index.core.memory import ChatMemoryBuffer  # noqa: E402
 from llama_index.core.postprocessor import SimilarityPostprocessor  # noqa: E402
-from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
+from llama_index.core.query_engine import RetrieverQueryEngine, SubQuestionQueryEngine  # noqa: E402
+from llama_index.core.question_gen.types import BaseQuestionGenerator, SubQuestion  # noqa: E402
 from llama_index.core.retrievers import BaseRetriever, QueryFusionRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
-from llama_index.core.tools import QueryEngineTool  # noqa: E402
+from llama_index.core.tools import QueryEngineTool, ToolMetadata  # noqa: E402
 
 from ragwatch.integrations.llamaindex import RagwatchEventHandler, instrument, uninstrument  # noqa: E402
 from tests.test_integration_llamaindex import BilledLLM  # noqa: E402
@@ -309,6 +310,66 @@ async def test_an_agents_fusion_tool_adds_its_fused_list_to_what_it_retrieved_be
     assert [c.id for c in run.chunks] == ["hotel", "taxi"]  # one per tool call, both kept
     assert stage_count(registry, "retrieve") == 4 and stage_count(registry, "rerank") == 2
     assert kept(handler) == {}
+
+
+class TwoSubQuestions(BaseQuestionGenerator):
+    """The sub-questions an LLM would ask the ``policy`` tool for a question on hotels and taxis."""
+
+    def generate(self, tools: Any, query: QueryBundle) -> list[SubQuestion]:
+        return [SubQuestion(sub_question=q, tool_name="policy") for q in ("hotel limits?", "taxi rules?")]
+
+    async def agenerate(self, tools: Any, query: QueryBundle) -> list[SubQuestion]:
+        return self.generate(tools, query)
+
+    def _get_prompts(self) -> dict[str, Any]:
+        return {}
+
+    def _update_prompts(self, prompts: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+async def test_a_sub_question_engine_is_judged_against_every_sub_questions_chunks(
+    rw: ragwatch.RagWatch,
+    registry: CollectorRegistry,
+    runs: list[ragwatch.Run],
+    handler: RagwatchEventHandler,
+    use_async: bool,
+) -> None:
+    """``SubQuestionQueryEngine`` runs a query per sub-question and answers from all of their answers. Each
+    sub-query's retrieval replaced the last, so the answer on hotels and taxis was judged against the taxi
+    chunk alone (its hotel claims unsupported). A query's queries now add their chunks up, as an agent's tool
+    calls do; the sub-answers the final synthesis reads are not chunks (nothing retrieved them)."""
+    inner = RetrieverQueryEngine.from_args(Shelf(), llm=MockLLM(max_tokens=8))
+    tool = QueryEngineTool(query_engine=inner, metadata=ToolMetadata(name="policy", description="Travel policy."))
+    engine = SubQuestionQueryEngine.from_defaults(
+        query_engine_tools=[tool], question_gen=TwoSubQuestions(), llm=MockLLM(max_tokens=8), use_async=use_async
+    )
+    response = await engine.aquery(QUESTION) if use_async else engine.query(QUESTION)
+    (run,) = runs
+    assert run.question == QUESTION and run.answer == str(response) and run.outcome == "ok"
+    assert [c.id for c in run.chunks] == ["hotel", "taxi"]
+    assert stage_count(registry, "retrieve") == 2 and stage_count(registry, "rerank") == 0
+    assert stage_count(registry, "request") == 1 and kept(handler) == {}
+
+
+def test_nodes_made_after_the_retrieval_are_no_rerank(
+    rw: ragwatch.RagWatch, registry: CollectorRegistry, runs: list[ragwatch.Run], handler: RagwatchEventHandler
+) -> None:
+    """A pipeline that hands its synthesizer nodes it wrote itself (summaries of what it retrieved) did not cut
+    the retrieval: the run's chunks stay what was retrieved, and no rerank is recorded."""
+    synthesizer = get_response_synthesizer(llm=BilledLLM())
+
+    @rw.pipeline
+    def respond(question: str) -> str:
+        found = TwoHits().retrieve(question)
+        digest = [NodeWithScore(node=TextNode(text="Hotels: 600 CNY.", id_="digest"), score=1.0)]
+        assert [n.node.node_id for n in found] == ["hotel", "taxi"]
+        return str(synthesizer.synthesize(question, digest))
+
+    respond(QUESTION)
+    (run,) = runs
+    assert [c.id for c in run.chunks] == ["hotel", "taxi"] and stage_count(registry, "rerank") == 0
 
 
 @pytest.mark.parametrize("how", ["stream", "astream", "dropped"])

@@ -143,6 +143,9 @@ class _Tracker:
         #: when each run's latest retrieval ended (perf counter): a synthesis handed other nodes is a rerank
         #: from there; weak, so a run that never synthesizes leaves nothing behind
         self._retrieved_at: weakref.WeakKeyDictionary[Run, float] = weakref.WeakKeyDictionary()
+        #: how many queries each run has started (its own and the ones it joined): from the second on, the
+        #: run's retrievals add up (``SubQuestionQueryEngine`` answers from every sub-question's)
+        self._queried: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()
         #: spans opened inside an open retrieval -> that retrieval's span (the nearest one)
         self._within: dict[str, str] = {}
         #: a retrieval inside another (``QueryFusionRetriever``'s retrievers) -> the outer one's call, a rerank
@@ -172,13 +175,16 @@ class _Tracker:
                 return
             entry = self._calls.get(event.span_id)
             run = entry[0].run if entry is not None else None
-            gathers = entry is not None and entry[1] is not None and entry[1].gathers
+            # an agent's retrievals add up, and so do those of queries run by a query (sub-questions)
+            gathers = run is not None and (
+                (entry is not None and entry[1] is not None and entry[1].gathers) or self._queried.get(run, 0) > 1
+            )
             earlier = self._fusing.pop(event.span_id, run.retrieved if run is not None and gathers else None)
             self._step_end(event.span_id, nodes)
             if earlier is not None and gathers:
                 gather_retrieved(run, earlier)
-            if run is not None and not gathers:  # an agent's retrievals add up: no one of them is what a
-                self._retrieved_at[run] = time.perf_counter()  # reranker trims for the LLM
+            if run is not None and not gathers:  # gathered retrievals: no one of them is what a reranker
+                self._retrieved_at[run] = time.perf_counter()  # trims for the LLM
         elif kind is EmbeddingStartEvent:
             model = (getattr(event, "model_dict", None) or {}).get("model_name")
             name = model if isinstance(model, str) else None
@@ -215,8 +221,9 @@ class _Tracker:
         retrieved_at = self._retrieved_at.pop(run, None) if run is not None else None
         if run is None or retrieved_at is None or run.retrieved is None:
             return
-        if _node_ids(run.retrieved) == _node_ids(nodes):
-            return
+        retrieved, kept = _node_ids(run.retrieved), _node_ids(nodes)
+        if kept == retrieved or not {i for i, _ in kept} <= {i for i, _ in retrieved}:
+            return  # the same list, or nodes that were not retrieved (a sub-question engine's sub-answers)
         record_rerank(self.rw, run, time.perf_counter() - retrieved_at, run.retrieved, nodes, None)
 
     def dropped(self, span_id: str, err: BaseException | None) -> None:
@@ -333,14 +340,20 @@ class _Tracker:
 
     # -- queries --------------------------------------------------------------------------------------
     def _query_start(self, event: QueryStartEvent) -> None:
-        if _RUN.get() is not None or event.span_id in self._owners:
+        owner = self._owners.get(event.span_id) if event.span_id is not None else None
+        if _RUN.get() is not None or owner is not None:
             # inside a watched pipeline, a middleware run, an outer query, a chat turn or an agent's tool:
             # join it (its steps find their run through the span they start in)
             self._queries[event.span_id] = None
+            joined = _RUN.get() or (owner.call.run if owner is not None else None)
+            if joined is not None:
+                self._queried[joined] = self._queried.get(joined, 0) + 1
             return
         call = PipelineCall(self.rw, question=_query_text(event.query))
         call.activate()  # the run (and its span) is current for the query's steps and the host's code
         self._queries[event.span_id] = _Query(call)
+        if call.run is not None:
+            self._queried[call.run] = 1
 
     def _query_end(self, span_id: str, response: Any, exc: BaseException | None) -> None:
         query = self._queries.pop(span_id, None)
