@@ -155,5 +155,4 @@ async def test_a_tools_compression_retriever_adds_what_it_kept_to_what_the_run_h
         for stage in ("retrieve", "rerank")
     }
     assert took["retrieve"] >= 2 * SLOW and took["rerank"] < SLOW  # the slow index is retrieval time
-    assert handler._calls == {} and handler._roots == {} and handler._tool_retrievals == set()
-    assert handler._inner == {} and handler._fusing == {}
+    assert handler._calls == {} and handler._roots == {} and handler._inner == {}

@@ -8,6 +8,8 @@ nothing left open in the handler:
   of a fallback pass the caller's config on, so each attempt starts as a chain without a parent; only
   LangChain's context (``var_child_runnable_config``) says it runs inside the fallback.
 - a retriever invoked with its own ``config={"callbacks": [handler]}`` inside a ``RunnableLambda``: the same.
+- several retrievals in one chain (``retriever.map()`` over expanded queries, a ``RunnableParallel`` of
+  retrievers): each replaced the last; the model read them all.
 - a streamed chain whose consumer stops after the first chunk. Sync, LangChain swallows the
   ``GeneratorExit`` and reports the chain *ended*, then drains the model's stream for its trace; async,
   it reports the chain's error before the model's. Either way the request ended before its generation did.
@@ -35,13 +37,16 @@ from tests.servers import require_package
 
 require_package("langchain_openai")
 from langchain_core.documents import Document  # noqa: E402
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
+from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.output_parsers import StrOutputParser  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
-from langchain_core.runnables import RunnableLambda  # noqa: E402
+from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
 from ragwatch.integrations.langchain import AsyncRagwatchCallbackHandler, RagwatchCallbackHandler  # noqa: E402
 from tests.test_integration_langchain import PolicyRetriever, make_chain  # noqa: E402
+from tests.test_integration_langchain_agents import Shelf  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("close_openai_clients")  # SDK clients closed after each test
 
@@ -197,4 +202,38 @@ async def test_an_async_stream_closed_after_its_first_chunk_waits_for_its_genera
     assert run.usage.output_tokens == 1
     assert stage_outcomes(registry, "request") == {"ok": 0, "error": 0, "cancelled": 1}
     assert stage_outcomes(registry, "generate") == {"ok": 0, "error": 0, "cancelled": 1}
+    assert empty(handler)
+
+
+def unique_union(lists: list[list[Document]]) -> list[Document]:
+    """LangChain's multi-query recipe: every query's documents, each once."""
+    seen: dict[str | None, Document] = {}
+    for docs in lists:
+        for doc in docs:
+            seen.setdefault(doc.id, doc)
+    return list(seen.values())
+
+
+@pytest.mark.parametrize("style", ["map", "parallel"])
+def test_several_retrievals_in_one_chain_are_all_its_chunks(
+    rw: ragwatch.RagWatch, registry: CollectorRegistry, seen: list[Seen], style: str
+) -> None:
+    """A question expanded into several queries (``retriever.map()``, the multi-query recipe) or retrievers
+    side by side (``RunnableParallel``, hybrid search) feed the model every list. Each retrieval replaced the
+    last, so the answer was judged against one query's documents alone. Now they add up, each once."""
+    shelf = Shelf()
+    if style == "map":
+        queries = RunnableLambda(lambda q: [f"{q} hotel", f"{q} taxi", f"{q} hotel rates"])
+        context: Any = queries | shelf.map() | RunnableLambda(unique_union)
+    else:
+        both = RunnableParallel(hotel=RunnableLambda(lambda q: f"{q} hotel") | shelf, taxi=shelf)
+        context = both | RunnableLambda(lambda found: unique_union([found["hotel"], found["taxi"]]))
+    prompt = ChatPromptTemplate.from_template("{context}\n{question}")
+    model = GenericFakeChatModel(messages=iter([AIMessage("Hotels 600 CNY; taxis with receipts.")]))
+    chain = {"context": context, "question": RunnablePassthrough()} | prompt | model | StrOutputParser()
+    handler = RagwatchCallbackHandler(rw)
+    chain.invoke("Which limits?", config={"callbacks": [handler]})
+    (run,) = seen
+    assert run.question == "Which limits?" and sorted(run.chunks) == ["hotel", "taxi"]  # what the model read
+    assert stage_count(registry, "retrieve") == (3 if style == "map" else 2)
     assert empty(handler)

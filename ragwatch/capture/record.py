@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ragwatch.capture.chunks import ChunkError, normalize_chunks
 from ragwatch.capture.responses import StreamAccumulator, Usage, estimate_tokens, read_embedding, read_response
 from ragwatch.capture.run import _RUN, Run
 from ragwatch.labels import MAX_LABEL_CHARS, safe_label
@@ -35,6 +36,7 @@ __all__ = [
     "record_request",
     "record_rerank",
     "record_retrieval",
+    "restore_retrieved",
     "start_background",
 ]
 
@@ -286,11 +288,27 @@ def record_embedding(
     return model, usage, cost
 
 
+def restore_retrieved(run: Run | None, saved: Any) -> None:
+    """Give ``run`` back the chunks it held before an inner retrieval recorded its own: what a retriever
+    inside another one returns is the outer one's input (:meth:`RerankCall.inner_retrieved`), not yet the
+    LLM's context, and the run may hold chunks of other retrievals meanwhile."""
+    if run is not None and run.retrieved is not saved:
+        run.retrieved = saved
+        run.reset_chunks()
+
+
 def gather_retrieved(run: Run | None, earlier: Any) -> None:
-    """Put chunks retrieved earlier in the request before the ones a retrieval just recorded: an agent's
-    tools retrieve more than once, and its final answer is judged against all of it."""
+    """Put chunks retrieved earlier in the request before the ones a retrieval just recorded, each chunk
+    once: an agent's tools retrieve more than once, a query expanded into several finds some chunks again, and
+    the final answer is judged against all of it."""
     if earlier and run is not None and isinstance(run.retrieved, list) and run.retrieved is not earlier:
-        run.retrieved = list(earlier) + run.retrieved
+        found = run.retrieved
+        try:
+            held = {c.id for c in normalize_chunks(earlier)}
+            found = [item for item, c in zip(found, normalize_chunks(found), strict=True) if c.id not in held]
+        except ChunkError:  # unreadable chunks are counted when the run is sampled; here they are only added
+            pass
+        run.retrieved = list(earlier) + found
         run.reset_chunks()
 
 

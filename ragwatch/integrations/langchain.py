@@ -33,7 +33,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ragwatch.capture.calls import Call, GenerateCall, PipelineCall, RerankCall, RetrieveCall, ToolCall
-from ragwatch.capture.record import gather_retrieved
+from ragwatch.capture.record import gather_retrieved, restore_retrieved
 from ragwatch.capture.run import enter_framework_call
 from ragwatch.integrations import langchain_embeddings
 from ragwatch.integrations.langchain_embeddings import EmbeddingsPatch
@@ -76,9 +76,7 @@ class _Callbacks:
     _roots: dict[int, _Root]  # every chain's (and tool's) run id (as int) -> the root chain it belongs to
     _calls: dict[int, Call]  # retriever, model and tool run ids (as int) -> their stage call
     _tools: set[int]  # run ids of the tools running now
-    _tool_retrievals: set[int]  # run ids of retrievals inside a tool (their chunks add to the run's)
     _inner: dict[int, RerankCall]  # a retriever's run id -> the retriever around it (adopted as a rerank)
-    _fusing: dict[int, Any]  # a tool's retriever around retrievers -> the run's chunks before it began
 
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -137,8 +135,6 @@ class _Callbacks:
             root = self._roots.get(parent) if parent is not None else None
             outer = self._calls.get(parent) if parent is not None and root is None else None
             if type(outer) is RetrieveCall:  # a retriever around a retriever (ContextualCompressionRetriever):
-                if parent in self._tool_retrievals and outer.run is not None:  # its inner retrievals replace the
-                    self._fusing[parent] = outer.run.retrieved  # run's chunks: what the tool adds to comes first
                 outer = self._calls[parent] = RerankCall.adopt(outer)  # type: ignore[index]  # the outer reranks
             span = root.call.span if root is not None else (outer.span if outer is not None else None)
             if span is None:
@@ -155,8 +151,6 @@ class _Callbacks:
                 call.run = outer.run
             _ask(call.run, query if isinstance(query, str) and query else None, False)
             self._calls[run_id.int] = call
-            if parent is not None and parent in self._tools:
-                self._tool_retrievals.add(run_id.int)
             if isinstance(outer, RerankCall):
                 self._inner[run_id.int] = outer
         except Exception as exc:
@@ -169,14 +163,15 @@ class _Callbacks:
             if call is None:
                 return
             run = call.run
-            outer = self._inner.pop(key, None)
-            tool = run.retrieved if run is not None and key in self._tool_retrievals else None
-            earlier = self._fusing.pop(key, tool)
-            self._tool_retrievals.discard(key)
+            earlier = run.retrieved if run is not None else None
             call.finish(list(documents), None)
+            outer = self._inner.pop(key, None)
             if outer is not None:  # an inner retrieval: part of the list the retriever around it reranks
+                restore_retrieved(run, earlier)
                 outer.inner_retrieved(list(documents))
                 return
+            # A run's retrievals add up: an agent's tool calls, a query expanded into several
+            # (`retriever.map()`), retrievers side by side in a `RunnableParallel` — the LLM reads them all.
             gather_retrieved(run, earlier)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
@@ -230,10 +225,7 @@ class _Callbacks:
             self._rw.guard.failed("capture", exc)
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        key = run_id.int
-        self._inner.pop(key, None)
-        self._fusing.pop(key, None)
-        self._tool_retrievals.discard(key)
+        self._inner.pop(run_id.int, None)
         self._step_error(error, run_id)
 
     def on_chat_model_start(
@@ -348,9 +340,7 @@ class RagwatchCallbackHandler(_Callbacks, BaseCallbackHandler):
         self._roots = {}
         self._calls = {}
         self._tools = set()
-        self._tool_retrievals = set()
         self._inner = {}
-        self._fusing = {}
 
 
 def _async(name: str) -> Any:
@@ -374,9 +364,7 @@ class AsyncRagwatchCallbackHandler(AsyncCallbackHandler):
         self._roots: dict[int, _Root] = {}
         self._calls: dict[int, Call] = {}
         self._tools: set[int] = set()
-        self._tool_retrievals: set[int] = set()
         self._inner: dict[int, RerankCall] = {}
-        self._fusing: dict[int, Any] = {}
 
     _model_start = _Callbacks._model_start
     _hold_for_steps = _Callbacks._hold_for_steps

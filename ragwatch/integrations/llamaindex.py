@@ -64,7 +64,7 @@ from ragwatch.capture.calls import (
     RunStreamCall,
     ToolCall,
 )
-from ragwatch.capture.record import gather_retrieved, is_stream, record_rerank
+from ragwatch.capture.record import gather_retrieved, is_stream, record_rerank, restore_retrieved
 from ragwatch.capture.responses import extract_model, extract_usage
 from ragwatch.capture.run import _RUN, Run, enter_framework_call
 from ragwatch.integrations.llamaindex_runs import conversation_kind, final_text, method_of, question_of, tool_of
@@ -150,8 +150,6 @@ class _Tracker:
         self._within: dict[str, str] = {}
         #: a retrieval inside another (``QueryFusionRetriever``'s retrievers) -> the outer one's call, a rerank
         self._inner: dict[str, RerankCall] = {}
-        #: an agent's fusion retrieval -> its run's chunks before it began (its inner retrievals replace them)
-        self._fusing: dict[str, Any] = {}
 
     def handle(self, event: Any) -> None:
         kind = type(event)
@@ -168,18 +166,20 @@ class _Tracker:
             self._calls[event.span_id] = (call, owner)
         elif kind is RetrievalEndEvent:
             nodes = list(event.nodes or ())
-            outer = self._inner.pop(event.span_id, None)
-            if outer is not None:  # inside a fusion retriever: a retrieval of its own, then part of its list
-                self._step_end(event.span_id, nodes)
-                outer.inner_retrieved(nodes)
-                return
             entry = self._calls.get(event.span_id)
             run = entry[0].run if entry is not None else None
+            outer = self._inner.pop(event.span_id, None)
+            if outer is not None:  # inside a fusion retriever: a retrieval of its own, then part of its list
+                earlier = run.retrieved if run is not None else None
+                self._step_end(event.span_id, nodes)
+                restore_retrieved(run, earlier)
+                outer.inner_retrieved(nodes)
+                return
             # an agent's retrievals add up, and so do those of queries run by a query (sub-questions)
             gathers = run is not None and (
                 (entry is not None and entry[1] is not None and entry[1].gathers) or self._queried.get(run, 0) > 1
             )
-            earlier = self._fusing.pop(event.span_id, run.retrieved if run is not None and gathers else None)
+            earlier = run.retrieved if run is not None and gathers else None
             self._step_end(event.span_id, nodes)
             if earlier is not None and gathers:
                 gather_retrieved(run, earlier)
@@ -313,7 +313,6 @@ class _Tracker:
         self._nested.discard(span_id)
         self._within.pop(span_id, None)
         self._inner.pop(span_id, None)  # a retrieval that failed: no end event came for it
-        self._fusing.pop(span_id, None)
         self._llm_spans.pop(span_id, None)
         tool = self._tools.pop(span_id, None)
         if tool is not None:
@@ -503,8 +502,6 @@ class _Tracker:
             return
         outer, owner = entry
         if type(outer) is RetrieveCall:
-            if owner is not None and owner.gathers and outer.run is not None:
-                self._fusing[outer_span] = outer.run.retrieved
             outer = RerankCall.adopt(outer)
             self._calls[outer_span] = (outer, owner)
         if isinstance(outer, RerankCall):
