@@ -293,3 +293,21 @@ def test_open_traces_are_bounded_and_drops_counted(registry: CollectorRegistry) 
     for root in roots:
         root.end()
     assert len(setup.runs) == 2  # the oldest trace was dropped; the two others ended as runs
+
+
+def test_a_traces_retrievals_add_up_each_chunk_once(otel: Setup, registry: CollectorRegistry) -> None:
+    """Two retrieval spans in one trace (a question expanded into two queries, or two retrievers side by
+    side) feed the model both lists: the run's chunks are both, each once (each span used to replace the
+    last one's documents)."""
+
+    def retrieve(*documents: dict[str, Any]) -> None:
+        attributes = {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.documents": json.dumps(documents)}
+        with otel.tracer.start_as_current_span("retrieval", attributes=attributes):
+            pass
+
+    with otel.tracer.start_as_current_span("rag request"):
+        retrieve({"id": "hotel", "score": 0.9}, {"id": "taxi", "score": 0.5})
+        retrieve({"id": "meal", "score": 0.8}, {"id": "taxi", "score": 0.7})
+    (run,) = otel.runs
+    assert [c.id for c in run.chunks] == ["hotel", "taxi", "meal"]
+    assert stage_count(registry, "retrieve") == 2

@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from ragwatch.capture.record import record_generation, record_request, record_retrieval, start_background
+from ragwatch.capture.record import (
+    gather_retrieved,
+    record_generation,
+    record_request,
+    record_retrieval,
+    start_background,
+)
 from ragwatch.capture.responses import Usage
 from ragwatch.capture.run import Run
 
@@ -166,7 +172,9 @@ class RagwatchSpanProcessor(SpanProcessor):
             if query is not None:
                 pending.query = query
                 run.question = query
+            earlier = run.retrieved
             record_retrieval(self.rw, run, elapsed, documents if exc is None else None, exc)
+            gather_retrieved(run, earlier)  # a trace's retrievals add up (several queries, retrievers side by side)
 
     def _finish(self, root: ReadableSpan, attrs: Mapping[str, Any], pending: _Trace) -> None:
         run = pending.run
