@@ -680,3 +680,22 @@ def test_decorated_functions_keep_their_identity(any_rw: ragwatch.RagWatch) -> N
     assert inspect.isasyncgenfunction(agen)
     assert inspect.iscoroutinefunction(coro)
     assert coro.__name__ == "coro" and coro.__doc__ == "Docstring kept."
+
+
+def test_a_requests_retrievals_add_up_each_chunk_once(rw: ragwatch.RagWatch, runs: list[ragwatch.Run]) -> None:
+    """A pipeline that retrieves for several queries (a question expanded into sub-queries, retrievers side by
+    side) feeds the model every list: the run's chunks are all of them, each once, in the order found (the
+    second retrieval used to replace the first, and the answer was judged against one list)."""
+
+    @rw.retriever
+    def retrieve(query: str) -> list[dict[str, Any]]:
+        found = {"hotels": ["hotel", "meal"], "taxis": ["taxi", "meal"]}[query]
+        return [{"id": i, "text": f"{i} policy"} for i in found]
+
+    @rw.pipeline
+    def answer(question: str) -> str:
+        return " ".join(c["id"] for q in ("hotels", "taxis") for c in retrieve(q))
+
+    answer("Hotels and taxis?")
+    (run,) = runs
+    assert [c.id for c in run.chunks] == ["hotel", "meal", "taxi"] and [c.rank for c in run.chunks] == [1, 2, 3]

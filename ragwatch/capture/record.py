@@ -130,7 +130,9 @@ def _observe(
 def record_retrieval(
     rw: CaptureHost, run: Run | None, elapsed: float, result: Any, exc: BaseException | None
 ) -> int | None:
-    """A finished retriever call; returns how many chunks came back (None: nothing countable)."""
+    """A finished retriever call; returns how many chunks came back (None: nothing countable). A request's
+    retrievals add up, each chunk once: a question expanded into several queries, retrievers side by side, an
+    agent's tool calls — the answer is judged against everything retrieved for it."""
     _observe(rw, run, "retrieve", elapsed, exc, True)
     if exc is not None or result is None:
         return None
@@ -141,7 +143,10 @@ def record_retrieval(
     if rw.chunks_child is not None:
         rw.chunks_child.observe(count)
     if run is not None:
+        earlier = run.retrieved
         run.retrieved = result
+        run.reset_chunks()
+        gather_retrieved(run, earlier)
     return count
 
 

@@ -170,8 +170,8 @@ class _Callbacks:
                 restore_retrieved(run, earlier)
                 outer.inner_retrieved(list(documents))
                 return
-            # A run's retrievals add up: an agent's tool calls, a query expanded into several
-            # (`retriever.map()`), retrievers side by side in a `RunnableParallel` — the LLM reads them all.
+            # a retriever around retrievers ends as a rerank, whose list replaces the run's: put back the chunks
+            # of the request's other retrievals (a plain retrieval has added up already: a no-op)
             gather_retrieved(run, earlier)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)

@@ -175,16 +175,16 @@ class _Tracker:
                 restore_retrieved(run, earlier)
                 outer.inner_retrieved(nodes)
                 return
-            # an agent's retrievals add up, and so do those of queries run by a query (sub-questions)
-            gathers = run is not None and (
-                (entry is not None and entry[1] is not None and entry[1].gathers) or self._queried.get(run, 0) > 1
-            )
-            earlier = run.retrieved if run is not None and gathers else None
+            earlier = run.retrieved if run is not None else None
             self._step_end(event.span_id, nodes)
-            if earlier is not None and gathers:
-                gather_retrieved(run, earlier)
-            if run is not None and not gathers:  # gathered retrievals: no one of them is what a reranker
-                self._retrieved_at[run] = time.perf_counter()  # trims for the LLM
+            gather_retrieved(run, earlier)  # a fusion retriever's rerank replaced the run's list (else a no-op)
+            # An agent's tool calls and a query's queries (sub-questions) each retrieve: no one of those lists
+            # is what a node postprocessor trims for the LLM, so none is taken for a rerank.
+            gathers = (entry is not None and entry[1] is not None and entry[1].gathers) or (
+                run is not None and self._queried.get(run, 0) > 1
+            )
+            if run is not None and not gathers:
+                self._retrieved_at[run] = time.perf_counter()
         elif kind is EmbeddingStartEvent:
             model = (getattr(event, "model_dict", None) or {}).get("model_name")
             name = model if isinstance(model, str) else None

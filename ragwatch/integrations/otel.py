@@ -40,7 +40,6 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from ragwatch.capture.record import (
-    gather_retrieved,
     record_generation,
     record_request,
     record_retrieval,
@@ -172,9 +171,7 @@ class RagwatchSpanProcessor(SpanProcessor):
             if query is not None:
                 pending.query = query
                 run.question = query
-            earlier = run.retrieved
-            record_retrieval(self.rw, run, elapsed, documents if exc is None else None, exc)
-            gather_retrieved(run, earlier)  # a trace's retrievals add up (several queries, retrievers side by side)
+            record_retrieval(self.rw, run, elapsed, documents if exc is None else None, exc)  # they add up
 
     def _finish(self, root: ReadableSpan, attrs: Mapping[str, Any], pending: _Trace) -> None:
         run = pending.run

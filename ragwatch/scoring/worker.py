@@ -47,6 +47,8 @@ from ragwatch.settings import JUDGE_TIME_BUDGET_S
 __all__ = ["SKIP_REASONS", "ScoreRecord", "Scoring", "Worker", "not_a_sample", "record_of"]
 
 log = logging.getLogger("ragwatch.worker")
+#: How many times a write that a full Redis refused is retried after trimming before its scores are shed.
+_FULL_RETRIES = 3
 
 
 @dataclass(slots=True)
@@ -229,20 +231,25 @@ class Scoring:
         return fresh
 
     def _apply(self, items: list[Any]) -> list[bool | None]:
-        """Apply scores; None marks one that a full Redis refused even after trimming scored entries."""
+        """Apply scores; None marks one that a full Redis refused even after trimming, up to
+        ``_FULL_RETRIES`` times: each trim under pressure halves the score records, and Redis's memory
+        figure can lag what a trim freed (a loaded machine), so one trim is not always room enough."""
         try:
             return list(self.queue.apply_many(items))
         except QueueFullError as exc:
             results: list[bool | None] = exc.results or [None] * len(items)
-        self.queue.trim_scored()  # frees the memory of acknowledged entries, then one more try
-        self.relieve(pressure=True)  # …and of score records and old markers: a refused write is pressure
-        retry = [i for i, r in enumerate(results) if r is None]
-        try:
-            again: list[bool | None] = list(self.queue.apply_many([items[i] for i in retry]))
-        except QueueFullError as exc:
-            again = exc.results or [None] * len(retry)
-        for i, result in zip(retry, again, strict=True):
-            results[i] = result
+        for _ in range(_FULL_RETRIES):
+            self.queue.trim_scored()  # frees the memory of acknowledged entries, then one more try
+            self.relieve(pressure=True)  # …and of score records and old markers: a refused write is pressure
+            retry = [i for i, r in enumerate(results) if r is None]
+            try:
+                again: list[bool | None] = list(self.queue.apply_many([items[i] for i in retry]))
+            except QueueFullError as exc:
+                again = exc.results or [None] * len(retry)
+            for i, result in zip(retry, again, strict=True):
+                results[i] = result
+            if all(r is not None for r in results):
+                break
         return results
 
     def relieve(self, pressure: bool = False) -> Retention:
