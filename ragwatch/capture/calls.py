@@ -21,6 +21,7 @@ from ragwatch.capture.record import (
     _STREAM_TYPES,
     _outcome,
     candidates_of,
+    gather_retrieved,
     hand_over_held,
     is_stream,
     open_run,
@@ -449,7 +450,7 @@ class RerankCall(Call):
     """A reranker (or any step that filters or reorders chunks before the LLM): latency, the list before
     and after on the span; what it kept becomes the run's chunks (:func:`~ragwatch.capture.record.record_rerank`)."""
 
-    __slots__ = ("before",)
+    __slots__ = ("_fused", "before")
 
     def __init__(
         self, rw: CaptureHost, name: str = "rerank", args: tuple | None = None, kwargs: dict | None = None
@@ -459,6 +460,7 @@ class RerankCall(Call):
         self.span = self._ctx_token = None
         self._ended = self.active = False
         self.before: Any = candidates_of(args, kwargs) if args is not None else None
+        self._fused = False  # whether ``before`` is what retrievals inside it returned (inner_retrieved)
         tracer = rw.tracer
         if tracer is not None:
             self.span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes={sc.OPERATION: sc.OP_RERANK})
@@ -472,6 +474,7 @@ class RerankCall(Call):
         new = cls.__new__(cls)
         new.rw, new.run, new.span, new._ctx_token = call.rw, call.run, call.span, call._ctx_token
         new._ended, new.active, new.start, new.before = call._ended, call.active, call.start, None
+        new._fused = False
         call._ended = True  # the retrieval it replaces records nothing
         if new.span is not None:
             try:
@@ -487,12 +490,17 @@ class RerankCall(Call):
         fusing or compressing, not the retrievals already counted as ``retrieve``."""
         if isinstance(chunks, list):
             self.before = [*(self.before or ()), *chunks]
+            self._fused = True
         self.start = _perf()
 
     def _record(self, elapsed: float, result: Any, exc: BaseException | None) -> None:
         run = self.run
         before = self.before if self.before is not None else (run.retrieved if run is not None else None)
+        # a retriever around retrievers reranks only what they returned: the request's other retrievals stay
+        others = run.retrieved if self._fused and run is not None else None
         count = record_rerank(self.rw, run, elapsed, before, result, exc)
+        if count is not None and others is not None:
+            gather_retrieved(run, others)
         span = self.span
         if count is not None and span is not None and span.is_recording():
             try:

@@ -33,7 +33,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ragwatch.capture.calls import Call, GenerateCall, PipelineCall, RerankCall, RetrieveCall, ToolCall
-from ragwatch.capture.record import gather_retrieved, restore_retrieved
+from ragwatch.capture.record import restore_retrieved
 from ragwatch.capture.run import enter_framework_call
 from ragwatch.integrations import langchain_embeddings
 from ragwatch.integrations.langchain_embeddings import EmbeddingsPatch
@@ -169,10 +169,6 @@ class _Callbacks:
             if outer is not None:  # an inner retrieval: part of the list the retriever around it reranks
                 restore_retrieved(run, earlier)
                 outer.inner_retrieved(list(documents))
-                return
-            # a retriever around retrievers ends as a rerank, whose list replaces the run's: put back the chunks
-            # of the request's other retrievals (a plain retrieval has added up already: a no-op)
-            gather_retrieved(run, earlier)
         except Exception as exc:
             self._rw.guard.failed("capture", exc)
 

@@ -64,7 +64,7 @@ from ragwatch.capture.calls import (
     RunStreamCall,
     ToolCall,
 )
-from ragwatch.capture.record import gather_retrieved, is_stream, record_rerank, restore_retrieved
+from ragwatch.capture.record import is_stream, record_rerank, restore_retrieved
 from ragwatch.capture.responses import extract_model, extract_usage
 from ragwatch.capture.run import _RUN, Run, enter_framework_call
 from ragwatch.integrations.llamaindex_runs import conversation_kind, final_text, method_of, question_of, tool_of
@@ -175,9 +175,7 @@ class _Tracker:
                 restore_retrieved(run, earlier)
                 outer.inner_retrieved(nodes)
                 return
-            earlier = run.retrieved if run is not None else None
             self._step_end(event.span_id, nodes)
-            gather_retrieved(run, earlier)  # a fusion retriever's rerank replaced the run's list (else a no-op)
             # An agent's tool calls and a query's queries (sub-questions) each retrieve: no one of those lists
             # is what a node postprocessor trims for the LLM, so none is taken for a rerank.
             gathers = (entry is not None and entry[1] is not None and entry[1].gathers) or (

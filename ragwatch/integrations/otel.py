@@ -39,12 +39,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from ragwatch.capture.record import (
-    record_generation,
-    record_request,
-    record_retrieval,
-    start_background,
-)
+from ragwatch.capture.record import record_generation, record_request, record_retrieval, start_background
 from ragwatch.capture.responses import Usage
 from ragwatch.capture.run import Run
 
@@ -171,7 +166,7 @@ class RagwatchSpanProcessor(SpanProcessor):
             if query is not None:
                 pending.query = query
                 run.question = query
-            record_retrieval(self.rw, run, elapsed, documents if exc is None else None, exc)  # they add up
+            record_retrieval(self.rw, run, elapsed, documents if exc is None else None, exc)
 
     def _finish(self, root: ReadableSpan, attrs: Mapping[str, Any], pending: _Trace) -> None:
         run = pending.run
